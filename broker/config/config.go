@@ -1,0 +1,326 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Config is the whole broker configuration. Field names in YAML use snake_case.
+type Config struct {
+	// NodeName names this node in the cluster and in the management API.
+	NodeName string `json:"node_name"`
+	// DataDir holds every file the broker writes (metadata, queues, streams).
+	DataDir string `json:"data_dir"`
+	// LogLevel is one of debug, info, warn, error.
+	LogLevel string `json:"log_level"`
+
+	AMQP       AMQP       `json:"amqp"`
+	Stream     Stream     `json:"stream"`
+	HTTP       HTTP       `json:"http"`
+	Prometheus Prometheus `json:"prometheus"`
+	Auth       Auth       `json:"auth"`
+	Limits     Limits     `json:"limits"`
+	Storage    Storage    `json:"storage"`
+	Cluster    Cluster    `json:"cluster"`
+}
+
+// AMQP configures the AMQP 0.9.1 listener.
+type AMQP struct {
+	Listen     string        `json:"listen"`
+	FrameMax   uint32        `json:"frame_max"`
+	ChannelMax uint16        `json:"channel_max"`
+	Heartbeat  time.Duration `json:"heartbeat"`
+	// HandshakeTimeout bounds the time from TCP accept to connection.open.
+	HandshakeTimeout time.Duration `json:"handshake_timeout"`
+}
+
+// Stream configures the RabbitMQ stream protocol listener.
+type Stream struct {
+	Listen string `json:"listen"`
+	// AdvertisedHost and AdvertisedPort are returned in metadata responses;
+	// empty host means the node's hostname.
+	AdvertisedHost string        `json:"advertised_host"`
+	AdvertisedPort int           `json:"advertised_port"`
+	FrameMax       uint32        `json:"frame_max"`
+	Heartbeat      time.Duration `json:"heartbeat"`
+}
+
+// HTTP configures the management API listener.
+type HTTP struct {
+	Listen string `json:"listen"`
+}
+
+// Prometheus configures the metrics listener.
+type Prometheus struct {
+	Listen string `json:"listen"`
+}
+
+// Auth configures the default user and vhost created on first start.
+type Auth struct {
+	DefaultUser  string `json:"default_user"`
+	DefaultPass  string `json:"default_pass"`
+	DefaultVhost string `json:"default_vhost"`
+	// LoopbackUsers may only connect from a loopback address (as RabbitMQ's
+	// loopback_users; guest by default).
+	LoopbackUsers []string `json:"loopback_users"`
+}
+
+// Limits protects the node from clients.
+type Limits struct {
+	MaxMessageSize int64 `json:"max_message_size"`
+	// MemoryHighWatermark in bytes of heap; above it publishers are blocked.
+	// 0 means 40% of system memory.
+	MemoryHighWatermark int64 `json:"memory_high_watermark"`
+	// DiskFreeLimit in bytes; below it publishers are blocked.
+	DiskFreeLimit int64 `json:"disk_free_limit"`
+}
+
+// Storage holds node-wide defaults for the per-vhost storage policies.
+type Storage struct {
+	QueueVersion         int  `json:"queue_version"`
+	EmbedMessagesBelow   int  `json:"embed_messages_below"`
+	StreamReadAhead      bool `json:"stream_read_ahead"`
+	StreamReadAheadLimit int  `json:"stream_read_ahead_limit"`
+	// QueueMemoryMessages bounds how many messages a classic queue keeps in
+	// memory; the rest is read back from disk on demand.
+	QueueMemoryMessages int `json:"queue_memory_messages"`
+	// SyncInterval is the longest a confirm waits for a group-commit fsync.
+	SyncInterval time.Duration `json:"sync_interval"`
+}
+
+// Cluster configures membership and the inter-node transport.
+type Cluster struct {
+	Listen string `json:"listen"`
+	// Seeds are peers to join, host:port of their cluster listeners.
+	Seeds []string `json:"seeds"`
+	// DNS is a name whose A records are the peers (the operator's headless Service).
+	DNS string `json:"dns"`
+	// Token authenticates peers to each other.
+	Token string `json:"token"`
+}
+
+// Default returns the embedded defaults: what `make run` uses.
+func Default() Config {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return Config{
+		NodeName: "warren@" + host,
+		DataDir:  "./data",
+		LogLevel: "info",
+		AMQP: AMQP{
+			Listen:           ":5672",
+			FrameMax:         131072,
+			ChannelMax:       2047,
+			Heartbeat:        60 * time.Second,
+			HandshakeTimeout: 10 * time.Second,
+		},
+		Stream: Stream{
+			Listen:    ":5552",
+			FrameMax:  1048576,
+			Heartbeat: 60 * time.Second,
+		},
+		HTTP:       HTTP{Listen: ":15672"},
+		Prometheus: Prometheus{Listen: ":15692"},
+		Auth: Auth{
+			DefaultUser:   "guest",
+			DefaultPass:   "guest",
+			DefaultVhost:  "/",
+			LoopbackUsers: []string{"guest"},
+		},
+		Limits: Limits{
+			MaxMessageSize: 128 << 20,
+			DiskFreeLimit:  50 << 20,
+		},
+		Storage: Storage{
+			QueueVersion:         2,
+			EmbedMessagesBelow:   4096,
+			StreamReadAhead:      true,
+			StreamReadAheadLimit: 4096,
+			QueueMemoryMessages:  2048,
+			SyncInterval:         2 * time.Millisecond,
+		},
+		Cluster: Cluster{Listen: ":25672"},
+	}
+}
+
+// Load returns Default() overlaid with the YAML file at path (if path is not
+// empty) and then with WARREN_* environment variables from environ.
+func Load(path string, environ []string) (Config, error) {
+	cfg := Default()
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, fmt.Errorf("config: read %s: %w", path, err)
+		}
+		if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+			return cfg, fmt.Errorf("config: parse %s: %w", path, err)
+		}
+	}
+	if err := ApplyEnv(&cfg, environ); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// ApplyEnv sets fields from WARREN_<SECTION>_<FIELD> variables, e.g.
+// WARREN_DATA_DIR, WARREN_AMQP_LISTEN, WARREN_STORAGE_QUEUE_VERSION.
+// List fields take comma-separated values.
+func ApplyEnv(cfg *Config, environ []string) error {
+	vars := map[string]string{}
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && strings.HasPrefix(k, "WARREN_") {
+			vars[strings.TrimPrefix(k, "WARREN_")] = v
+		}
+	}
+	if len(vars) == 0 {
+		return nil
+	}
+	var errs []error
+	walkFields(reflect.ValueOf(cfg).Elem(), "", func(key string, f reflect.Value) {
+		v, ok := vars[strings.ToUpper(key)]
+		if !ok {
+			return
+		}
+		if err := setField(f, v); err != nil {
+			errs = append(errs, fmt.Errorf("config: WARREN_%s: %w", strings.ToUpper(key), err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Set assigns one setting by its dotted YAML key (e.g. "amqp.listen"); it
+// backs the --set flag of `warren serve`.
+func Set(cfg *Config, key, value string) error {
+	found := false
+	var err error
+	walkFields(reflect.ValueOf(cfg).Elem(), "", func(k string, f reflect.Value) {
+		if strings.ReplaceAll(k, "_", ".") == strings.ReplaceAll(key, "_", ".") || k == key {
+			found = true
+			err = setField(f, value)
+		}
+	})
+	if !found {
+		return fmt.Errorf("config: unknown setting %q", key)
+	}
+	if err != nil {
+		return fmt.Errorf("config: %s: %w", key, err)
+	}
+	return nil
+}
+
+func walkFields(v reflect.Value, prefix string, fn func(key string, f reflect.Value)) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		name := strings.Split(t.Field(i).Tag.Get("json"), ",")[0]
+		key := name
+		if prefix != "" {
+			key = prefix + "_" + name
+		}
+		f := v.Field(i)
+		if f.Kind() == reflect.Struct {
+			walkFields(f, key, fn)
+			continue
+		}
+		fn(key, f)
+	}
+}
+
+func setField(f reflect.Value, v string) error {
+	switch f.Interface().(type) {
+	case time.Duration:
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return err
+		}
+		f.SetInt(int64(d))
+		return nil
+	case []string:
+		var parts []string
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				parts = append(parts, p)
+			}
+		}
+		f.Set(reflect.ValueOf(parts))
+		return nil
+	}
+	switch f.Kind() {
+	case reflect.String:
+		f.SetString(v)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return err
+		}
+		f.SetBool(b)
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return err
+		}
+		f.SetInt(n)
+	case reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return err
+		}
+		f.SetUint(n)
+	default:
+		return fmt.Errorf("unsupported kind %s", f.Kind())
+	}
+	return nil
+}
+
+// Validate reports every invalid setting.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.DataDir == "" {
+		bad("data_dir", "must not be empty")
+	}
+	if c.AMQP.FrameMax != 0 && c.AMQP.FrameMax < 4096 {
+		bad("amqp.frame_max", "must be at least 4096, got %d", c.AMQP.FrameMax)
+	}
+	if c.Storage.QueueVersion != 1 && c.Storage.QueueVersion != 2 {
+		bad("storage.queue_version", "must be 1 or 2, got %d", c.Storage.QueueVersion)
+	}
+	if c.Storage.EmbedMessagesBelow < 0 {
+		bad("storage.embed_messages_below", "must not be negative")
+	}
+	if c.Storage.StreamReadAheadLimit < 0 || c.Storage.StreamReadAheadLimit > 1<<30 {
+		bad("storage.stream_read_ahead_limit", "must be between 0 and 1 GiB")
+	}
+	if c.Storage.QueueMemoryMessages < 1 {
+		bad("storage.queue_memory_messages", "must be at least 1")
+	}
+	if c.Limits.MaxMessageSize <= 0 || c.Limits.MaxMessageSize > 512<<20 {
+		bad("limits.max_message_size", "must be between 1 and 536870912")
+	}
+	if c.Auth.DefaultVhost == "" {
+		bad("auth.default_vhost", "must not be empty")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log_level", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	return errors.Join(errs...)
+}
+
+// Path joins elems under the data directory.
+func (c Config) Path(elems ...string) string {
+	return filepath.Join(append([]string{c.DataDir}, elems...)...)
+}

@@ -1,0 +1,127 @@
+package queue
+
+import (
+	"context"
+	"errors"
+
+	"github.com/warrenmq/warren/broker/message"
+)
+
+// Sentinel errors. Channels map them to AMQP reply codes.
+var (
+	ErrNotFound          = errors.New("queue: not found")
+	ErrInUse             = errors.New("queue: in use")             // delete if-unused with consumers
+	ErrNotEmpty          = errors.New("queue: not empty")          // delete if-empty with messages
+	ErrExclusiveConsumer = errors.New("queue: exclusive consumer") // access-refused in AMQP
+	ErrConsumersExist    = errors.New("queue: has consumers")      // exclusive consume on a queue with consumers
+	ErrDeleted           = errors.New("queue: deleted")
+	ErrInvalidArgument   = errors.New("queue: invalid argument") // precondition-failed
+	ErrUnsupported       = errors.New("queue: not supported by this queue type")
+	ErrStopped           = errors.New("queue: stopped")
+)
+
+// Publish is one message handed to a queue.
+type Publish struct {
+	Msg *message.Message
+	// Confirm, when not nil, is told once the message is safe in this queue
+	// (after fsync for a persistent message on a durable queue, at enqueue
+	// otherwise), or refused (x-overflow reject-publish).
+	Confirm Confirmer
+	// Tag is the publisher's confirm sequence number, passed back to Confirm.
+	Tag uint64
+}
+
+// Confirmer receives publisher confirms. Confirm is called from queue
+// goroutines, possibly concurrently; it must not block.
+type Confirmer interface {
+	Confirm(tags []uint64, ok bool)
+}
+
+// Delivery is one message handed to a consumer or returned by Get.
+type Delivery struct {
+	Msg         *message.Message
+	Queue       Queue
+	Seq         uint64 // the queue's id for the message: pass it to Ack/Requeue/Reject
+	Redelivered bool
+	// Remaining is the number of ready messages left (for basic.get-ok).
+	Remaining int
+}
+
+// Consumer receives deliveries from a queue. Its methods are called from the
+// queue goroutine and must not block.
+type Consumer interface {
+	// Deliver hands over a message. It returns false, keeping nothing, when
+	// the consumer has no credit (prefetch used up, connection output full);
+	// the queue then skips it until Wake is called.
+	Deliver(d Delivery) bool
+	// NoAck reports whether deliveries are settled on send (basic.consume no-ack).
+	NoAck() bool
+	// Cancelled tells the consumer the queue cancelled it (queue deleted).
+	Cancelled()
+}
+
+// ConsumeOptions are basic.consume's options as a queue sees them.
+type ConsumeOptions struct {
+	Exclusive bool
+	// Priority from the x-priority consumer argument.
+	Priority int
+	// Args holds the remaining consumer arguments (e.g. x-stream-offset).
+	Args map[string]any
+}
+
+// Stats is a snapshot of a queue's counters.
+type Stats struct {
+	Ready          int
+	Unacked        int
+	Consumers      int
+	ReadyBytes     int64
+	UnackedBytes   int64
+	MemoryBytes    int64
+	Published      uint64
+	Delivered      uint64
+	Acked          uint64
+	ActiveConsumer bool // for single active consumer: whether one is active
+}
+
+// Info is how a queue was declared.
+type Info struct {
+	Vhost      string
+	Name       string
+	Type       string // classic, quorum, stream
+	Durable    bool
+	AutoDelete bool
+	Exclusive  bool
+	Args       map[string]any
+}
+
+// Queue is implemented by every queue type.
+type Queue interface {
+	Info() Info
+	// Publish enqueues messages; it never blocks.
+	Publish(batch []Publish)
+	// Throttle blocks while the queue's inbox is over its high-water mark.
+	Throttle(ctx context.Context) error
+	// Ack settles delivered messages.
+	Ack(seqs []uint64)
+	// Requeue returns delivered messages to their place in the queue, marked redelivered.
+	Requeue(seqs []uint64)
+	// Reject discards delivered messages (dead-lettering them if configured).
+	Reject(seqs []uint64)
+	// Consume attaches a consumer.
+	Consume(ctx context.Context, c Consumer, opts ConsumeOptions) error
+	// Cancel detaches a consumer; its unacked deliveries stay unacked.
+	Cancel(c Consumer)
+	// Wake tells the queue some consumer may have credit again.
+	Wake()
+	// Get takes one message (basic.get); ok is false when the queue is empty.
+	Get(ctx context.Context, noAck bool) (d Delivery, ok bool, err error)
+	// Purge removes every ready message and returns how many.
+	Purge(ctx context.Context) (int, error)
+	// Delete removes the queue and its files; it returns the number of
+	// messages it held. Consumers are cancelled.
+	Delete(ctx context.Context, ifUnused, ifEmpty bool) (int, error)
+	// Stats is a snapshot of the counters; it never blocks on the queue goroutine.
+	Stats() Stats
+	// Close stops the queue goroutine, keeping its files (clean shutdown).
+	Close(ctx context.Context) error
+}

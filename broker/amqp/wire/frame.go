@@ -1,0 +1,198 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+)
+
+// ProtocolHeader is the 8-byte header a client sends before its first
+// frame, and the server answers with when it rejects a header.
+const ProtocolHeader = "AMQP\x00\x00\x09\x01"
+
+// FrameOverhead is the size of a frame beyond its payload: type (1),
+// channel (2), size (4) and the frame-end octet (1).
+const FrameOverhead = 8
+
+// Frame is one AMQP frame.
+type Frame struct {
+	Type    uint8
+	Channel uint16
+	Payload []byte
+}
+
+// AppendMethodFrame appends a method frame carrying m on channel to b.
+func AppendMethodFrame(b []byte, channel uint16, m Method) []byte {
+	start := len(b)
+	b = append(b, FrameMethod, byte(channel>>8), byte(channel), 0, 0, 0, 0)
+	b = m.Append(b)
+	binary.BigEndian.PutUint32(b[start+3:], uint32(len(b)-start-7))
+	return append(b, FrameEnd)
+}
+
+// AppendHeaderFrame appends a content header frame to b. props is the raw
+// property list (flags and values) as found in ContentHeader.Properties or
+// produced by Properties.Append; an empty props encodes "no properties".
+// The weight is always zero.
+func AppendHeaderFrame(b []byte, channel uint16, classID uint16, bodySize uint64, props []byte) []byte {
+	n := 12 + len(props)
+	if len(props) == 0 {
+		n += 2
+	}
+	b = append(b, FrameHeader, byte(channel>>8), byte(channel))
+	b = appendLong(b, uint32(n))
+	b = appendShort(b, classID)
+	b = append(b, 0, 0)
+	b = appendLonglong(b, bodySize)
+	if len(props) == 0 {
+		b = append(b, 0, 0)
+	} else {
+		b = append(b, props...)
+	}
+	return append(b, FrameEnd)
+}
+
+// AppendBodyFrames appends body to b as content body frames of at most
+// frameMax bytes each, overhead included. frameMax 0 means no limit (one
+// frame). An empty body produces no frame.
+func AppendBodyFrames(b []byte, channel uint16, body []byte, frameMax uint32) []byte {
+	if len(body) == 0 {
+		return b
+	}
+	chunk := len(body)
+	if frameMax > FrameOverhead && uint64(frameMax-FrameOverhead) < uint64(chunk) {
+		chunk = int(frameMax - FrameOverhead)
+	}
+	frames := (len(body) + chunk - 1) / chunk
+	b = growBytes(b, len(body)+frames*FrameOverhead)
+	for len(body) > 0 {
+		n := min(chunk, len(body))
+		b = append(b, FrameBody, byte(channel>>8), byte(channel))
+		b = appendLong(b, uint32(n))
+		b = append(b, body[:n]...)
+		b = append(b, FrameEnd)
+		body = body[n:]
+	}
+	return b
+}
+
+// AppendHeartbeat appends a heartbeat frame (channel 0, empty payload).
+func AppendHeartbeat(b []byte) []byte {
+	return append(b, FrameHeartbeat, 0, 0, 0, 0, 0, 0, FrameEnd)
+}
+
+func growBytes(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	nb := make([]byte, len(b), len(b)+n+cap(b))
+	copy(nb, b)
+	return nb
+}
+
+// Reader reads frames from a byte stream through its own buffer. It is not
+// safe for concurrent use.
+type Reader struct {
+	rd       io.Reader
+	buf      []byte
+	r, w     int // buf[r:w] holds unread bytes
+	maxFrame uint32
+	err      error // sticky read error
+}
+
+// NewReader returns a Reader over r with a buffer of bufSize bytes
+// (at least FrameMinSize). Frames larger than the buffer grow it.
+func NewReader(r io.Reader, bufSize int) *Reader {
+	bufSize = max(bufSize, FrameMinSize)
+	return &Reader{rd: r, buf: make([]byte, bufSize)}
+}
+
+// SetMaxFrameSize sets the largest frame ReadFrame accepts, overhead
+// included (the negotiated frame-max). 0 means no limit.
+func (r *Reader) SetMaxFrameSize(n uint32) { r.maxFrame = n }
+
+// fill makes at least n unread bytes available, compacting and growing the
+// buffer as needed. Growth follows the data actually received (doubling),
+// so a hostile size field cannot make the reader allocate ahead of input.
+func (r *Reader) fill(n int) error {
+	for r.w-r.r < n {
+		if r.err != nil {
+			return r.err
+		}
+		if len(r.buf)-r.r < n {
+			if r.r > 0 {
+				copy(r.buf, r.buf[r.r:r.w])
+				r.w -= r.r
+				r.r = 0
+			}
+			if len(r.buf) < n && r.w == len(r.buf) {
+				nb := make([]byte, min(n, 2*len(r.buf)))
+				copy(nb, r.buf[:r.w])
+				r.buf = nb
+			}
+		}
+		m, err := r.rd.Read(r.buf[r.w:])
+		r.w += m
+		if err != nil {
+			r.err = err
+		}
+	}
+	return nil
+}
+
+// eof turns io.EOF in the middle of a frame into io.ErrUnexpectedEOF.
+func (r *Reader) eof(err error) error {
+	if err == io.EOF && r.w > r.r {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// ReadProtocolHeader reads the 8-byte protocol header. It returns whatever
+// 8 bytes arrived; the caller compares them with ProtocolHeader.
+func (r *Reader) ReadProtocolHeader() ([8]byte, error) {
+	var h [8]byte
+	if err := r.fill(8); err != nil {
+		return h, fmt.Errorf("read protocol header: %w", r.eof(err))
+	}
+	copy(h[:], r.buf[r.r:])
+	r.r += 8
+	return h, nil
+}
+
+// ReadFrame reads the next frame. Its Payload aliases the reader's buffer
+// and is valid until the next call. Errors: ErrFrameTooLarge,
+// ErrBadFrameType, ErrBadFrameEnd, io.EOF at a frame boundary,
+// io.ErrUnexpectedEOF inside a frame, or the underlying reader's error.
+func (r *Reader) ReadFrame() (Frame, error) {
+	if err := r.fill(7); err != nil {
+		return Frame{}, r.eof(err)
+	}
+	h := r.buf[r.r : r.r+7]
+	typ := h[0]
+	channel := binary.BigEndian.Uint16(h[1:])
+	size := binary.BigEndian.Uint32(h[3:])
+	switch typ {
+	case FrameMethod, FrameHeader, FrameBody, FrameHeartbeat:
+	default:
+		return Frame{}, fmt.Errorf("%w: type %d on channel %d", ErrBadFrameType, typ, channel)
+	}
+	if total := uint64(size) + FrameOverhead; r.maxFrame != 0 && total > uint64(r.maxFrame) {
+		return Frame{}, fmt.Errorf("%w: %d bytes on channel %d exceeds frame-max %d", ErrFrameTooLarge, total, channel, r.maxFrame)
+	}
+	if uint64(size) > uint64(maxInt-FrameOverhead) {
+		return Frame{}, fmt.Errorf("%w: %d bytes on channel %d", ErrFrameTooLarge, size, channel)
+	}
+	n := int(size) + FrameOverhead
+	if err := r.fill(n); err != nil {
+		return Frame{}, r.eof(err)
+	}
+	start := r.r
+	if r.buf[start+n-1] != FrameEnd {
+		return Frame{}, fmt.Errorf("%w: %#02x after %d-byte frame on channel %d", ErrBadFrameEnd, r.buf[start+n-1], size, channel)
+	}
+	r.r += n
+	return Frame{Type: typ, Channel: channel, Payload: r.buf[start+7 : start+n-1 : start+n-1]}, nil
+}
+
+const maxInt = int(^uint(0) >> 1)

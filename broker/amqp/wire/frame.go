@@ -111,6 +111,11 @@ func NewReader(r io.Reader, bufSize int) *Reader {
 // included (the negotiated frame-max). 0 means no limit.
 func (r *Reader) SetMaxFrameSize(n uint32) { r.maxFrame = n }
 
+// Buffered returns the number of bytes read from the underlying reader
+// but not yet returned as frames. A connection can use it to handle every
+// frame already received before flushing its replies.
+func (r *Reader) Buffered() int { return r.w - r.r }
+
 // fill makes at least n unread bytes available, compacting and growing the
 // buffer as needed. Growth follows the data actually received (doubling),
 // so a hostile size field cannot make the reader allocate ahead of input.

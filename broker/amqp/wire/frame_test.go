@@ -231,6 +231,27 @@ func TestReaderErrors(t *testing.T) {
 	}
 }
 
+func TestReaderBuffered(t *testing.T) {
+	first := AppendMethodFrame(nil, 1, &BasicAck{DeliveryTag: 1})
+	second := AppendHeartbeat(nil)
+	r := NewReader(bytes.NewReader(append(bytes.Clone(first), second...)), 0)
+	if n := r.Buffered(); n != 0 {
+		t.Fatalf("Buffered() before reading = %d", n)
+	}
+	if _, err := r.ReadFrame(); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Buffered(); n != len(second) {
+		t.Fatalf("Buffered() = %d, want %d", n, len(second))
+	}
+	if _, err := r.ReadFrame(); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Buffered(); n != 0 {
+		t.Fatalf("Buffered() at end = %d", n)
+	}
+}
+
 // loopReader serves the same bytes forever.
 type loopReader struct {
 	data []byte

@@ -103,6 +103,10 @@ func FuzzDecodeProperties(f *testing.F) {
 			exp != p.Expiration || expOK != (p.Flags&FlagExpiration != 0) {
 			t.Fatalf("fast paths disagree with DecodeProperties: %d %d/%v %q/%v vs %+v", mode, prio, prioOK, exp, expOK, p)
 		}
+		if h, ok, err := PropertiesHeaders(raw); err != nil || ok != (p.Flags&FlagHeaders != 0) ||
+			!bytes.Equal(AppendTable(nil, h), AppendTable(nil, p.Headers)) {
+			t.Fatalf("PropertiesHeaders disagrees with DecodeProperties: %v %v", ok, err)
+		}
 		b1 := p.Append(nil)
 		p2, err := DecodeProperties(b1)
 		if err != nil {

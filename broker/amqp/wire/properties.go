@@ -180,6 +180,20 @@ func PropertiesExpiration(raw []byte) (string, bool, error) {
 	return s, true, nil
 }
 
+// PropertiesHeaders decodes only the headers table of a raw property list
+// (for headers-exchange routing) and reports whether it is present.
+func PropertiesHeaders(raw []byte) (Table, bool, error) {
+	off, err := propertyOffset(raw, FlagHeaders)
+	if err != nil || off < 0 {
+		return nil, false, err
+	}
+	t, _, err := DecodeTable(raw[off:])
+	if err != nil {
+		return nil, false, fmt.Errorf("headers property: %w", err)
+	}
+	return t, true, nil
+}
+
 // DecodeProperties decodes a raw property list (flags then values), as
 // found in ContentHeader.Properties. Strings and tables are copied.
 func DecodeProperties(raw []byte) (Properties, error) {

@@ -94,6 +94,10 @@ func TestPropertiesEachFlag(t *testing.T) {
 		if err != nil || ok != (f != FlagExpiration) || exp != p.Expiration {
 			t.Fatalf("without %#04x: PropertiesExpiration = %q, %v, %v", f, exp, ok, err)
 		}
+		h, ok, err := PropertiesHeaders(raw)
+		if err != nil || ok != (f != FlagHeaders) || !reflect.DeepEqual(h, p.Headers) {
+			t.Fatalf("without %#04x: PropertiesHeaders = %v, %v, %v", f, h, ok, err)
+		}
 	}
 }
 

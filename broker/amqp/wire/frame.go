@@ -53,8 +53,9 @@ func AppendHeaderFrame(b []byte, channel uint16, classID uint16, bodySize uint64
 }
 
 // AppendBodyFrames appends body to b as content body frames of at most
-// frameMax bytes each, overhead included. frameMax 0 means no limit (one
-// frame). An empty body produces no frame.
+// frameMax bytes each, overhead included. frameMax 0 (or any value not
+// above FrameOverhead) means no limit: one frame. An empty body produces no
+// frame.
 func AppendBodyFrames(b []byte, channel uint16, body []byte, frameMax uint32) []byte {
 	if len(body) == 0 {
 		return b
@@ -97,7 +98,6 @@ type Reader struct {
 	buf      []byte
 	r, w     int // buf[r:w] holds unread bytes
 	maxFrame uint32
-	err      error // sticky read error
 }
 
 // NewReader returns a Reader over r with a buffer of bufSize bytes
@@ -120,10 +120,7 @@ func (r *Reader) Buffered() int { return r.w - r.r }
 // buffer as needed. Growth follows the data actually received (doubling),
 // so a hostile size field cannot make the reader allocate ahead of input.
 func (r *Reader) fill(n int) error {
-	for r.w-r.r < n {
-		if r.err != nil {
-			return r.err
-		}
+	for empty := 0; r.w-r.r < n; {
 		if len(r.buf)-r.r < n {
 			if r.r > 0 {
 				copy(r.buf, r.buf[r.r:r.w])
@@ -138,8 +135,15 @@ func (r *Reader) fill(n int) error {
 		}
 		m, err := r.rd.Read(r.buf[r.w:])
 		r.w += m
-		if err != nil {
-			r.err = err
+		if m == 0 && err == nil {
+			if empty++; empty >= 100 {
+				return io.ErrNoProgress
+			}
+		}
+		if err != nil && r.w-r.r < n {
+			// Like bufio: report the error once; bytes already read stay
+			// buffered, so a read that timed out can be retried.
+			return err
 		}
 	}
 	return nil

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 func TestAppendMethodFrameGolden(t *testing.T) {
@@ -228,6 +230,48 @@ func TestReaderErrors(t *testing.T) {
 	// A short protocol header is an error, not a zero header.
 	if _, err := NewReader(bytes.NewReader([]byte("AMQP")), 0).ReadProtocolHeader(); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("short protocol header: %v", err)
+	}
+}
+
+// TestReaderRetryAfterTimeout checks that a read deadline expiring in the
+// middle of a frame loses nothing: the next ReadFrame completes the frame.
+func TestReaderRetryAfterTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close() })
+
+	frame := AppendMethodFrame(nil, 9, &BasicPublish{RoutingKey: "rk"})
+	if _, err := client.Write(frame[:10]); err != nil {
+		t.Fatal(err)
+	}
+	r := NewReader(server, 0)
+	_ = server.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := r.ReadFrame(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("ReadFrame with half a frame = %v, want deadline exceeded", err)
+	}
+	if _, err := client.Write(frame[10:]); err != nil {
+		t.Fatal(err)
+	}
+	_ = server.SetReadDeadline(time.Time{})
+	f, err := r.ReadFrame()
+	if err != nil {
+		t.Fatalf("ReadFrame after timeout: %v", err)
+	}
+	m, err := DecodeMethod(f.Payload)
+	if err != nil || f.Channel != 9 || m.(*BasicPublish).RoutingKey != "rk" {
+		t.Fatalf("frame after timeout: channel %d %#v %v", f.Channel, m, err)
 	}
 }
 

@@ -116,9 +116,15 @@ func TestMethodIdentity(t *testing.T) {
 	}
 	content := 0
 	for _, m := range allMethods() {
+		if got := MethodName(m.ClassID(), m.MethodID()); got != m.Name() {
+			t.Errorf("MethodName(%d, %d) = %q, want %q", m.ClassID(), m.MethodID(), got, m.Name())
+		}
 		if m.HasContent() {
 			content++
 		}
+	}
+	if got := MethodName(ClassBasic, 999); got != "" {
+		t.Errorf("MethodName of an unknown method = %q", got)
 	}
 	if content != 4 {
 		t.Errorf("%d content-bearing methods, want 4", content)

@@ -2385,6 +2385,142 @@ func decodeArguments(classID, methodID uint16, d *decoder) Method {
 	return nil
 }
 
+// MethodName returns the spec name ("basic.publish") of a class and
+// method id, or "" if the specification defines no such method.
+func MethodName(classID, methodID uint16) string {
+	switch uint32(classID)<<16 | uint32(methodID) {
+	case 10<<16 | 10:
+		return "connection.start"
+	case 10<<16 | 11:
+		return "connection.start-ok"
+	case 10<<16 | 20:
+		return "connection.secure"
+	case 10<<16 | 21:
+		return "connection.secure-ok"
+	case 10<<16 | 30:
+		return "connection.tune"
+	case 10<<16 | 31:
+		return "connection.tune-ok"
+	case 10<<16 | 40:
+		return "connection.open"
+	case 10<<16 | 41:
+		return "connection.open-ok"
+	case 10<<16 | 50:
+		return "connection.close"
+	case 10<<16 | 51:
+		return "connection.close-ok"
+	case 10<<16 | 60:
+		return "connection.blocked"
+	case 10<<16 | 61:
+		return "connection.unblocked"
+	case 10<<16 | 70:
+		return "connection.update-secret"
+	case 10<<16 | 71:
+		return "connection.update-secret-ok"
+	case 20<<16 | 10:
+		return "channel.open"
+	case 20<<16 | 11:
+		return "channel.open-ok"
+	case 20<<16 | 20:
+		return "channel.flow"
+	case 20<<16 | 21:
+		return "channel.flow-ok"
+	case 20<<16 | 40:
+		return "channel.close"
+	case 20<<16 | 41:
+		return "channel.close-ok"
+	case 40<<16 | 10:
+		return "exchange.declare"
+	case 40<<16 | 11:
+		return "exchange.declare-ok"
+	case 40<<16 | 20:
+		return "exchange.delete"
+	case 40<<16 | 21:
+		return "exchange.delete-ok"
+	case 40<<16 | 30:
+		return "exchange.bind"
+	case 40<<16 | 31:
+		return "exchange.bind-ok"
+	case 40<<16 | 40:
+		return "exchange.unbind"
+	case 40<<16 | 51:
+		return "exchange.unbind-ok"
+	case 50<<16 | 10:
+		return "queue.declare"
+	case 50<<16 | 11:
+		return "queue.declare-ok"
+	case 50<<16 | 20:
+		return "queue.bind"
+	case 50<<16 | 21:
+		return "queue.bind-ok"
+	case 50<<16 | 50:
+		return "queue.unbind"
+	case 50<<16 | 51:
+		return "queue.unbind-ok"
+	case 50<<16 | 30:
+		return "queue.purge"
+	case 50<<16 | 31:
+		return "queue.purge-ok"
+	case 50<<16 | 40:
+		return "queue.delete"
+	case 50<<16 | 41:
+		return "queue.delete-ok"
+	case 60<<16 | 10:
+		return "basic.qos"
+	case 60<<16 | 11:
+		return "basic.qos-ok"
+	case 60<<16 | 20:
+		return "basic.consume"
+	case 60<<16 | 21:
+		return "basic.consume-ok"
+	case 60<<16 | 30:
+		return "basic.cancel"
+	case 60<<16 | 31:
+		return "basic.cancel-ok"
+	case 60<<16 | 40:
+		return "basic.publish"
+	case 60<<16 | 50:
+		return "basic.return"
+	case 60<<16 | 60:
+		return "basic.deliver"
+	case 60<<16 | 70:
+		return "basic.get"
+	case 60<<16 | 71:
+		return "basic.get-ok"
+	case 60<<16 | 72:
+		return "basic.get-empty"
+	case 60<<16 | 80:
+		return "basic.ack"
+	case 60<<16 | 90:
+		return "basic.reject"
+	case 60<<16 | 100:
+		return "basic.recover-async"
+	case 60<<16 | 110:
+		return "basic.recover"
+	case 60<<16 | 111:
+		return "basic.recover-ok"
+	case 60<<16 | 120:
+		return "basic.nack"
+	case 90<<16 | 10:
+		return "tx.select"
+	case 90<<16 | 11:
+		return "tx.select-ok"
+	case 90<<16 | 20:
+		return "tx.commit"
+	case 90<<16 | 21:
+		return "tx.commit-ok"
+	case 90<<16 | 30:
+		return "tx.rollback"
+	case 90<<16 | 31:
+		return "tx.rollback-ok"
+	case 85<<16 | 10:
+		return "confirm.select"
+	case 85<<16 | 11:
+		return "confirm.select-ok"
+	}
+	return ""
+}
+
 // allMethods returns a zero value of every method, for tests.
 func allMethods() []Method {
 	return []Method{

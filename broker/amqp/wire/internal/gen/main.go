@@ -274,6 +274,20 @@ func (g *generator) dispatch(s *spec) {
 	g.p("return nil")
 	g.p("}")
 	g.p("")
+	g.p("// MethodName returns the spec name (\"basic.publish\") of a class and")
+	g.p("// method id, or \"\" if the specification defines no such method.")
+	g.p("func MethodName(classID, methodID uint16) string {")
+	g.p("switch uint32(classID)<<16 | uint32(methodID) {")
+	for _, c := range s.Classes {
+		for _, m := range c.Methods {
+			g.p("case %d<<16 | %d:", c.Index, m.Index)
+			g.p("return %q", c.Name+"."+m.Name)
+		}
+	}
+	g.p("}")
+	g.p("return \"\"")
+	g.p("}")
+	g.p("")
 	g.p("// allMethods returns a zero value of every method, for tests.")
 	g.p("func allMethods() []Method {")
 	g.p("return []Method{")
@@ -286,14 +300,15 @@ func (g *generator) dispatch(s *spec) {
 	g.p("}")
 }
 
-func run(specPath, out string) error {
+// generate returns the gofmt'd Go source for the spec at specPath.
+func generate(specPath string) ([]byte, error) {
 	raw, err := os.ReadFile(specPath)
 	if err != nil {
-		return fmt.Errorf("read spec: %w", err)
+		return nil, fmt.Errorf("read spec: %w", err)
 	}
 	var s spec
 	if err := xml.Unmarshal(raw, &s); err != nil {
-		return fmt.Errorf("parse spec %s: %w", specPath, err)
+		return nil, fmt.Errorf("parse spec %s: %w", specPath, err)
 	}
 	g := &generator{domains: map[string]string{}}
 	for _, d := range s.Domains {
@@ -307,14 +322,22 @@ func run(specPath, out string) error {
 	for _, c := range s.Classes {
 		for _, m := range c.Methods {
 			if err := g.method(c, m); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
 	g.dispatch(&s)
 	src, err := format.Source(g.buf.Bytes())
 	if err != nil {
-		return fmt.Errorf("gofmt generated code: %w\n%s", err, g.buf.Bytes())
+		return nil, fmt.Errorf("gofmt generated code: %w\n%s", err, g.buf.Bytes())
+	}
+	return src, nil
+}
+
+func run(specPath, out string) error {
+	src, err := generate(specPath)
+	if err != nil {
+		return err
 	}
 	if err := os.WriteFile(out, src, 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", out, err)

@@ -1,0 +1,359 @@
+package routing
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// Sentinel errors.
+var (
+	ErrNotFound     = errors.New("routing: not found")
+	ErrInUse        = errors.New("routing: exchange in use")
+	ErrInequivalent = errors.New("routing: inequivalent exchange")
+	ErrUnknownKind  = errors.New("routing: unknown exchange type")
+)
+
+// Kind is an exchange type.
+type Kind uint8
+
+// Exchange types.
+const (
+	Direct Kind = iota + 1
+	Fanout
+	Topic
+	Headers
+)
+
+// ParseKind maps an exchange type name to its Kind.
+func ParseKind(s string) (Kind, error) {
+	switch s {
+	case "direct":
+		return Direct, nil
+	case "fanout":
+		return Fanout, nil
+	case "topic":
+		return Topic, nil
+	case "headers":
+		return Headers, nil
+	}
+	return 0, fmt.Errorf("%w: %q", ErrUnknownKind, s)
+}
+
+func (k Kind) String() string {
+	switch k {
+	case Direct:
+		return "direct"
+	case Fanout:
+		return "fanout"
+	case Topic:
+		return "topic"
+	case Headers:
+		return "headers"
+	}
+	return "unknown"
+}
+
+// Exchange is an exchange's declaration.
+type Exchange struct {
+	Name              string
+	Kind              Kind
+	Durable           bool
+	AutoDelete        bool
+	Internal          bool
+	Args              map[string]any
+	AlternateExchange string
+}
+
+// Binding links a source exchange to a queue or, with ToExchange, to another exchange.
+type Binding struct {
+	Source      string
+	Destination string
+	ToExchange  bool
+	Key         string
+	Args        map[string]any
+}
+
+func (b Binding) same(o Binding) bool {
+	return b.Source == o.Source && b.Destination == o.Destination && b.ToExchange == o.ToExchange && b.Key == o.Key && argsEqual(b.Args, o.Args)
+}
+
+func argsEqual(a, b map[string]any) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// Table is one vhost's exchanges and bindings. Safe for concurrent use.
+type Table struct {
+	mu   sync.Mutex // serializes writers
+	snap atomic.Pointer[snapshot]
+}
+
+// snapshot is immutable once published.
+type snapshot struct {
+	exchanges map[string]*exchangeState
+	queues    map[string]struct{}
+}
+
+// exchangeState is an exchange with its outgoing bindings.
+type exchangeState struct {
+	x        Exchange
+	bindings []Binding
+	direct   map[string][]dest // direct: key -> destinations
+	topic    *topicNode
+	fanout   []dest
+}
+
+type dest struct {
+	name       string
+	toExchange bool
+}
+
+// NewTable returns a table with the default and amq.* exchanges.
+func NewTable() *Table {
+	s := &snapshot{exchanges: map[string]*exchangeState{}, queues: map[string]struct{}{}}
+	for _, x := range []Exchange{
+		{Name: "", Kind: Direct, Durable: true},
+		{Name: "amq.direct", Kind: Direct, Durable: true},
+		{Name: "amq.fanout", Kind: Fanout, Durable: true},
+		{Name: "amq.topic", Kind: Topic, Durable: true},
+		{Name: "amq.headers", Kind: Headers, Durable: true},
+		{Name: "amq.match", Kind: Headers, Durable: true},
+	} {
+		s.exchanges[x.Name] = buildExchange(x, nil)
+	}
+	t := &Table{}
+	t.snap.Store(s)
+	return t
+}
+
+func buildExchange(x Exchange, bs []Binding) *exchangeState {
+	e := &exchangeState{x: x, bindings: bs}
+	switch x.Kind {
+	case Direct:
+		e.direct = map[string][]dest{}
+		for _, b := range bs {
+			e.direct[b.Key] = append(e.direct[b.Key], dest{b.Destination, b.ToExchange})
+		}
+	case Fanout:
+		for _, b := range bs {
+			e.fanout = append(e.fanout, dest{b.Destination, b.ToExchange})
+		}
+	case Topic:
+		e.topic = &topicNode{}
+		for _, b := range bs {
+			e.topic.insert(splitWords(b.Key), dest{b.Destination, b.ToExchange})
+		}
+	}
+	return e
+}
+
+// clone copies the snapshot's maps (exchange states are shared until replaced).
+func (s *snapshot) clone() *snapshot {
+	n := &snapshot{exchanges: make(map[string]*exchangeState, len(s.exchanges)), queues: make(map[string]struct{}, len(s.queues))}
+	for k, v := range s.exchanges {
+		n.exchanges[k] = v
+	}
+	for k := range s.queues {
+		n.queues[k] = struct{}{}
+	}
+	return n
+}
+
+// DeclareExchange adds an exchange, or returns the existing one when it is
+// equivalent; an existing one that differs gives ErrInequivalent.
+func (t *Table) DeclareExchange(x Exchange) (Exchange, bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := t.snap.Load()
+	if e, ok := cur.exchanges[x.Name]; ok {
+		ex := e.x
+		if ex.Kind != x.Kind || ex.Durable != x.Durable || ex.AutoDelete != x.AutoDelete || ex.Internal != x.Internal || !argsEqual(ex.Args, x.Args) {
+			return ex, false, fmt.Errorf("%w: %q", ErrInequivalent, x.Name)
+		}
+		return ex, false, nil
+	}
+	if x.Kind < Direct || x.Kind > Headers {
+		return Exchange{}, false, ErrUnknownKind
+	}
+	n := cur.clone()
+	n.exchanges[x.Name] = buildExchange(x, nil)
+	t.snap.Store(n)
+	return x, true, nil
+}
+
+// Exchange returns a declared exchange.
+func (t *Table) Exchange(name string) (Exchange, bool) {
+	e, ok := t.snap.Load().exchanges[name]
+	if !ok {
+		return Exchange{}, false
+	}
+	return e.x, true
+}
+
+// Exchanges lists every exchange, sorted by name.
+func (t *Table) Exchanges() []Exchange {
+	s := t.snap.Load()
+	out := make([]Exchange, 0, len(s.exchanges))
+	for _, e := range s.exchanges {
+		out = append(out, e.x)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// DeleteExchange removes an exchange and every binding from or to it.
+// ifUnused refuses (ErrInUse) when it is the source of any binding.
+func (t *Table) DeleteExchange(name string, ifUnused bool) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := t.snap.Load()
+	e, ok := cur.exchanges[name]
+	if !ok {
+		return fmt.Errorf("%w: exchange %q", ErrNotFound, name)
+	}
+	if ifUnused && len(e.bindings) > 0 {
+		return fmt.Errorf("%w: %q", ErrInUse, name)
+	}
+	n := cur.clone()
+	delete(n.exchanges, name)
+	for src, se := range n.exchanges {
+		if kept, changed := without(se.bindings, func(b Binding) bool { return b.ToExchange && b.Destination == name }); changed {
+			n.exchanges[src] = buildExchange(se.x, kept)
+		}
+	}
+	t.snap.Store(n)
+	return nil
+}
+
+func without(bs []Binding, drop func(Binding) bool) ([]Binding, bool) {
+	var kept []Binding
+	changed := false
+	for _, b := range bs {
+		if drop(b) {
+			changed = true
+			continue
+		}
+		kept = append(kept, b)
+	}
+	return kept, changed
+}
+
+// Bind adds a binding (idempotent). The source must exist; for an exchange
+// destination, so must it.
+func (t *Table) Bind(b Binding) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := t.snap.Load()
+	src, ok := cur.exchanges[b.Source]
+	if !ok {
+		return fmt.Errorf("%w: exchange %q", ErrNotFound, b.Source)
+	}
+	if b.ToExchange {
+		if _, ok := cur.exchanges[b.Destination]; !ok {
+			return fmt.Errorf("%w: exchange %q", ErrNotFound, b.Destination)
+		}
+	}
+	for _, have := range src.bindings {
+		if have.same(b) {
+			return nil
+		}
+	}
+	n := cur.clone()
+	bs := append(append([]Binding(nil), src.bindings...), b)
+	n.exchanges[b.Source] = buildExchange(src.x, bs)
+	t.snap.Store(n)
+	return nil
+}
+
+// Unbind removes a binding; ErrNotFound when the source exchange is missing.
+// An auto-delete source that loses its last binding is deleted.
+func (t *Table) Unbind(b Binding) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := t.snap.Load()
+	src, ok := cur.exchanges[b.Source]
+	if !ok {
+		return fmt.Errorf("%w: exchange %q", ErrNotFound, b.Source)
+	}
+	kept, changed := without(src.bindings, b.same)
+	if !changed {
+		return nil
+	}
+	n := cur.clone()
+	if len(kept) == 0 && src.x.AutoDelete {
+		delete(n.exchanges, b.Source)
+	} else {
+		n.exchanges[b.Source] = buildExchange(src.x, kept)
+	}
+	t.snap.Store(n)
+	return nil
+}
+
+// Bindings lists every binding (the default exchange's implicit ones excluded).
+func (t *Table) Bindings() []Binding {
+	s := t.snap.Load()
+	var out []Binding
+	for _, e := range s.exchanges {
+		out = append(out, e.bindings...)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Source != out[j].Source {
+			return out[i].Source < out[j].Source
+		}
+		if out[i].Destination != out[j].Destination {
+			return out[i].Destination < out[j].Destination
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out
+}
+
+// AddQueue makes a queue reachable through the default exchange.
+func (t *Table) AddQueue(name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := t.snap.Load()
+	if _, ok := cur.queues[name]; ok {
+		return
+	}
+	n := cur.clone()
+	n.queues[name] = struct{}{}
+	t.snap.Store(n)
+}
+
+// RemoveQueue drops a queue and every binding to it. It returns the removed
+// bindings and the auto-delete exchanges that lost their last binding (and
+// were deleted).
+func (t *Table) RemoveQueue(name string) (removed []Binding, autoDeleted []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := t.snap.Load()
+	n := cur.clone()
+	delete(n.queues, name)
+	for src, se := range cur.exchanges {
+		kept, changed := without(se.bindings, func(b Binding) bool {
+			if !b.ToExchange && b.Destination == name {
+				removed = append(removed, b)
+				return true
+			}
+			return false
+		})
+		if !changed {
+			continue
+		}
+		if len(kept) == 0 && se.x.AutoDelete {
+			delete(n.exchanges, src)
+			autoDeleted = append(autoDeleted, src)
+			continue
+		}
+		n.exchanges[src] = buildExchange(se.x, kept)
+	}
+	t.snap.Store(n)
+	return removed, autoDeleted
+}

@@ -1,0 +1,32 @@
+// Package store holds the on-disk formats of classic queues: each queue's
+// index (version 2, with version 1's segment size as its variant) and the
+// per-vhost message store that keeps large messages once for any number of
+// queues. It knows nothing of AMQP: a message is opaque bytes with a MsgID.
+//
+// Queue index (per queue directory): segment files of fixed-size 32-byte
+// entries, segment n covering seqs [n*E, (n+1)*E), entry i at offset i*32:
+//
+//	status(1) flags(1) reserved(2) crc32c(4) seq(8) msgid(8) offset(4) size(4)
+//
+// status is 0 empty, 1 published, 2 acked, 3 delivered (published, and
+// handed to a consumer before a clean shutdown). Messages below the embed
+// threshold are appended to the segment's body file (.qs) at offset; larger
+// ones live in the message store under msgid. The CRC covers the entry
+// fields after it and the body, so a torn entry or body is never served.
+// Acks rewrite the status byte in place. A segment whose entries are all
+// acked is deleted. Recovery scans the segments: published (or delivered)
+// persistent entries with a valid CRC are live; transient entries are dropped.
+//
+// Message store (per vhost): append-only files of records
+// len(4) crc32c(4) msgid(8) data, an in-memory map msgid -> location and
+// reference count (rebuilt at recovery from the files and the queue indexes),
+// and compaction of files whose live bytes fall below half.
+//
+// Durability: Append and Ack only buffer or hand writes to the OS. Sync
+// (group commit) fsyncs every file written before the call, batching many
+// queues' requests into one round of fsyncs on the vhost's syncer goroutine.
+//
+// Concurrency: a QueueIndex belongs to its queue's goroutine (Sync may be
+// called from it and completes on the syncer). MessageStore and VhostStore are
+// safe for concurrent use. Lock order: VhostStore.mu, then MessageStore.mu.
+package store

@@ -1,0 +1,578 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Entry is one message in a queue.
+type Entry struct {
+	Seq         uint64
+	ID          MsgID
+	Persistent  bool
+	Redelivered bool
+	Data        []byte
+}
+
+// Options choose a queue's storage layout.
+type Options struct {
+	// Version is 1 or 2. Version 1 uses segments of 16384 entries, version 2
+	// of 4096 (RabbitMQ's sizes).
+	Version int
+	// EmbedBelow: messages shorter than this are kept in the queue's own
+	// files, others in the vhost's message store.
+	EmbedBelow int
+	// SegmentEntries overrides the version's segment size (tests).
+	SegmentEntries int
+}
+
+func (o Options) segmentEntries() uint64 {
+	if o.SegmentEntries > 0 {
+		return uint64(o.SegmentEntries)
+	}
+	if o.Version == 1 {
+		return 16384
+	}
+	return 4096
+}
+
+// Recovery describes what a queue found on disk.
+type Recovery struct {
+	Next  uint64 // next seq to use
+	Count int
+	Bytes int64
+	Clean bool
+}
+
+const (
+	entrySize = 32
+
+	statusEmpty     = 0
+	statusPublished = 1
+	statusAcked     = 2
+	statusDelivered = 3
+
+	flagPersistent = 1
+	flagExternal   = 2
+
+	cleanMarker = "clean"
+	optionsFile = "options"
+)
+
+// QueueIndex is one classic queue's storage. Owned by the queue goroutine.
+type QueueIndex struct {
+	vs   *VhostStore
+	dir  string
+	opts Options
+	segs map[uint64]*segment
+	// live counts published, unacked entries (persistent and transient).
+	live  int
+	bytes int64
+	// next is one past the highest seq appended or recovered.
+	next      uint64
+	countRefs bool // recovery takes message-store references
+	// redeliverBelow: after an unclean shutdown every recovered entry (seq
+	// below it) may have been delivered, so it is served redelivered.
+	redeliverBelow uint64
+}
+
+type segment struct {
+	num   uint64
+	idx   *os.File // entries
+	body  *os.File // embedded bodies
+	bodyN int64    // body file size
+	live  int
+	// pending entries not yet written: contiguous run starting at pendOff.
+	pend    []byte
+	pendOff int64
+	bodyBuf []byte
+	dirty   bool
+}
+
+func queueDirName(name string) string {
+	var sb strings.Builder
+	for _, r := range name {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			sb.WriteRune(r)
+		} else {
+			fmt.Fprintf(&sb, "%%%02X", r)
+		}
+	}
+	return sb.String()
+}
+
+func openQueueIndex(vs *VhostStore, dir string, opts Options) (*QueueIndex, Recovery, error) {
+	return openQueueIndexRefs(vs, dir, opts, true)
+}
+
+// openQueueIndexRefs opens an index; countRefs takes message-store
+// references for its external entries (false when they are already counted).
+func openQueueIndexRefs(vs *VhostStore, dir string, opts Options, countRefs bool) (*QueueIndex, Recovery, error) {
+	if opts.Version == 0 {
+		opts.Version = 2
+	}
+	if err := finishConversion(dir); err != nil {
+		return nil, Recovery{}, err
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, Recovery{}, fmt.Errorf("store: create queue dir: %w", err)
+	}
+	// A queue keeps the layout it was written with until Convert.
+	if data, err := os.ReadFile(filepath.Join(dir, optionsFile)); err == nil {
+		if v, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && (v == 1 || v == 2) {
+			opts.Version = v
+		}
+	} else if err := writeFileSync(filepath.Join(dir, optionsFile), []byte(strconv.Itoa(opts.Version))); err != nil {
+		return nil, Recovery{}, err
+	}
+	q := &QueueIndex{vs: vs, dir: dir, opts: opts, segs: map[uint64]*segment{}, countRefs: countRefs}
+	rec, err := q.recover()
+	if err != nil {
+		q.closeFiles()
+		return nil, Recovery{}, err
+	}
+	return q, rec, nil
+}
+
+func writeFileSync(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("store: write %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("store: write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("store: fsync %s: %w", path, err)
+	}
+	f.Close()
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("store: rename %s: %w", path, err)
+	}
+	syncDir(filepath.Dir(path))
+	return nil
+}
+
+// Version is the layout the queue's files are in.
+func (q *QueueIndex) Version() int { return q.opts.Version }
+
+func (q *QueueIndex) segPath(n uint64, ext string) string {
+	return filepath.Join(q.dir, fmt.Sprintf("%012d.%s", n, ext))
+}
+
+func (q *QueueIndex) segmentNums() ([]uint64, error) {
+	entries, err := os.ReadDir(q.dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: list queue dir: %w", err)
+	}
+	var nums []uint64
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".qi") {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSuffix(e.Name(), ".qi"), 10, 64)
+		if err == nil {
+			nums = append(nums, n)
+		}
+	}
+	sort.Slice(nums, func(i, j int) bool { return nums[i] < nums[j] })
+	return nums, nil
+}
+
+func (q *QueueIndex) recover() (Recovery, error) {
+	markerPath := filepath.Join(q.dir, cleanMarker)
+	_, err := os.Stat(markerPath)
+	rec := Recovery{Clean: err == nil}
+	if rec.Clean {
+		if err := os.Remove(markerPath); err != nil {
+			return rec, fmt.Errorf("store: remove clean marker: %w", err)
+		}
+		syncDir(q.dir)
+	}
+	nums, err := q.segmentNums()
+	if err != nil {
+		return rec, err
+	}
+	E := q.opts.segmentEntries()
+	for _, n := range nums {
+		s, err := q.openSegment(n)
+		if err != nil {
+			return rec, err
+		}
+		buf := make([]byte, E*entrySize)
+		got, err := s.idx.ReadAt(buf, 0)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return rec, fmt.Errorf("store: read segment: %w", err)
+		}
+		buf = buf[:got-got%entrySize]
+		for i := 0; i+entrySize <= len(buf); i += entrySize {
+			e := buf[i : i+entrySize]
+			st := e[0]
+			if st != statusPublished && st != statusDelivered {
+				continue
+			}
+			seq := binary.BigEndian.Uint64(e[8:])
+			if seq != n*E+uint64(i/entrySize) || e[1]&flagPersistent == 0 || !q.entryValid(s, e) {
+				// Transient, torn or corrupt: never served again.
+				if _, err := s.idx.WriteAt([]byte{statusEmpty}, int64(i)); err != nil {
+					return rec, fmt.Errorf("store: drop entry: %w", err)
+				}
+				s.dirty = true
+				continue
+			}
+			s.live++
+			q.live++
+			q.bytes += int64(binary.BigEndian.Uint32(e[28:]))
+			rec.Count++
+			rec.Bytes += int64(binary.BigEndian.Uint32(e[28:]))
+			if seq+1 > rec.Next {
+				rec.Next = seq + 1
+			}
+		}
+		if s.live == 0 {
+			q.dropSegment(s)
+		}
+	}
+	if len(nums) > 0 && rec.Next < (nums[len(nums)-1]+1)*E {
+		// Never reuse a seq of a segment file that exists: start past it.
+		rec.Next = (nums[len(nums)-1] + 1) * E
+	}
+	q.next = rec.Next
+	if !rec.Clean {
+		q.redeliverBelow = rec.Next
+	}
+	return rec, nil
+}
+
+// entryValid checks an entry's CRC against its body and, for an external
+// message, takes a message-store reference.
+func (q *QueueIndex) entryValid(s *segment, e []byte) bool {
+	size := binary.BigEndian.Uint32(e[28:])
+	var body []byte
+	if e[1]&flagExternal == 0 {
+		off := int64(binary.BigEndian.Uint32(e[24:]))
+		if off+int64(size) > s.bodyN {
+			return false
+		}
+		body = make([]byte, size)
+		if _, err := s.body.ReadAt(body, off); err != nil {
+			return false
+		}
+	}
+	if entryCRC(e, body) != binary.BigEndian.Uint32(e[4:]) {
+		return false
+	}
+	if e[1]&flagExternal != 0 {
+		id := MsgID(binary.BigEndian.Uint64(e[16:]))
+		if !q.countRefs {
+			return q.vs.msgs.has(id)
+		}
+		return q.vs.msgs.addRef(id)
+	}
+	return true
+}
+
+func entryCRC(e, body []byte) uint32 {
+	return crc32.Update(crc32.Checksum(e[8:32], crcTable), crcTable, body)
+}
+
+func (q *QueueIndex) openSegment(n uint64) (*segment, error) {
+	if s, ok := q.segs[n]; ok {
+		return s, nil
+	}
+	idx, err := os.OpenFile(q.segPath(n, "qi"), os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("store: open segment: %w", err)
+	}
+	body, err := os.OpenFile(q.segPath(n, "qs"), os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		idx.Close()
+		return nil, fmt.Errorf("store: open segment bodies: %w", err)
+	}
+	st, err := body.Stat()
+	if err != nil {
+		idx.Close()
+		body.Close()
+		return nil, fmt.Errorf("store: stat segment bodies: %w", err)
+	}
+	s := &segment{num: n, idx: idx, body: body, bodyN: st.Size()}
+	q.segs[n] = s
+	return s, nil
+}
+
+func (q *QueueIndex) dropSegment(s *segment) {
+	s.idx.Close()
+	s.body.Close()
+	delete(q.segs, s.num)
+	_ = os.Remove(q.segPath(s.num, "qi"))
+	_ = os.Remove(q.segPath(s.num, "qs"))
+}
+
+// Append writes entries (seqs increasing). Embedded bodies go to the
+// segment's body file, larger ones to the message store.
+func (q *QueueIndex) Append(entries []Entry) error {
+	E := q.opts.segmentEntries()
+	for _, en := range entries {
+		s, err := q.openSegment(en.Seq / E)
+		if err != nil {
+			return err
+		}
+		var e [entrySize]byte
+		e[0] = statusPublished
+		if en.Persistent {
+			e[1] |= flagPersistent
+		}
+		binary.BigEndian.PutUint64(e[8:], en.Seq)
+		binary.BigEndian.PutUint64(e[16:], uint64(en.ID))
+		binary.BigEndian.PutUint32(e[28:], uint32(len(en.Data)))
+		var body []byte
+		if len(en.Data) >= q.opts.EmbedBelow {
+			e[1] |= flagExternal
+			if err := q.vs.msgs.Write(en.ID, en.Data); err != nil {
+				return err
+			}
+		} else {
+			body = en.Data
+			binary.BigEndian.PutUint32(e[24:], uint32(s.bodyN+int64(len(s.bodyBuf))))
+			s.bodyBuf = append(s.bodyBuf, body...)
+		}
+		binary.BigEndian.PutUint32(e[4:], entryCRC(e[:], body))
+		off := int64(en.Seq%E) * entrySize
+		if len(s.pend) > 0 && s.pendOff+int64(len(s.pend)) != off {
+			if err := q.flushSegment(s); err != nil {
+				return err
+			}
+		}
+		if len(s.pend) == 0 {
+			s.pendOff = off
+		}
+		s.pend = append(s.pend, e[:]...)
+		s.live++
+		q.live++
+		q.bytes += int64(len(en.Data))
+		if en.Seq >= q.next {
+			q.next = en.Seq + 1
+		}
+	}
+	return nil
+}
+
+func (q *QueueIndex) flushSegment(s *segment) error {
+	if len(s.bodyBuf) > 0 {
+		if _, err := s.body.WriteAt(s.bodyBuf, s.bodyN); err != nil {
+			return fmt.Errorf("store: write bodies: %w", err)
+		}
+		s.bodyN += int64(len(s.bodyBuf))
+		s.bodyBuf = s.bodyBuf[:0]
+		s.dirty = true
+	}
+	if len(s.pend) > 0 {
+		if _, err := s.idx.WriteAt(s.pend, s.pendOff); err != nil {
+			return fmt.Errorf("store: write entries: %w", err)
+		}
+		s.pend = s.pend[:0]
+		s.dirty = true
+	}
+	return nil
+}
+
+// Flush hands buffered writes to the OS.
+func (q *QueueIndex) Flush() error {
+	for _, s := range q.segs {
+		if err := q.flushSegment(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setStatus rewrites entries' status bytes in place.
+func (q *QueueIndex) setStatus(seqs []uint64, status byte, ack bool) error {
+	if err := q.Flush(); err != nil {
+		return err
+	}
+	E := q.opts.segmentEntries()
+	var hdr [entrySize]byte
+	for _, seq := range seqs {
+		s, ok := q.segs[seq/E]
+		if !ok {
+			continue
+		}
+		off := int64(seq%E) * entrySize
+		if _, err := s.idx.ReadAt(hdr[:], off); err != nil {
+			continue
+		}
+		if hdr[0] != statusPublished && hdr[0] != statusDelivered {
+			continue
+		}
+		if _, err := s.idx.WriteAt([]byte{status}, off); err != nil {
+			return fmt.Errorf("store: mark entry: %w", err)
+		}
+		s.dirty = true
+		if !ack {
+			continue
+		}
+		if hdr[1]&flagExternal != 0 {
+			q.vs.msgs.Release(MsgID(binary.BigEndian.Uint64(hdr[16:])))
+		}
+		s.live--
+		q.live--
+		q.bytes -= int64(binary.BigEndian.Uint32(hdr[28:]))
+		// The segment being appended to stays, so a drained queue does not
+		// create and delete files for every batch.
+		if s.live == 0 && (s.num+1)*E <= q.next {
+			q.dropSegment(s)
+		}
+	}
+	return nil
+}
+
+// Ack removes entries.
+func (q *QueueIndex) Ack(seqs []uint64) error { return q.setStatus(seqs, statusAcked, true) }
+
+// MarkDelivered records that entries were handed to a consumer, so recovery
+// after a clean shutdown sets their redelivered flag.
+func (q *QueueIndex) MarkDelivered(seqs []uint64) error {
+	return q.setStatus(seqs, statusDelivered, false)
+}
+
+// Read calls fn for up to max live entries (and about maxBytes) with Seq >= from,
+// in order, and returns the seq to continue from.
+func (q *QueueIndex) Read(from uint64, max, maxBytes int, fn func(Entry)) (uint64, error) {
+	if err := q.Flush(); err != nil {
+		return from, err
+	}
+	E := q.opts.segmentEntries()
+	nums := make([]uint64, 0, len(q.segs))
+	for n := range q.segs {
+		if (n+1)*E > from {
+			nums = append(nums, n)
+		}
+	}
+	sort.Slice(nums, func(i, j int) bool { return nums[i] < nums[j] })
+	n, bytes := 0, 0
+	next := from
+	for _, sn := range nums {
+		s := q.segs[sn]
+		start := uint64(0)
+		if sn*E < from {
+			start = from - sn*E
+		}
+		buf := make([]byte, (E-start)*entrySize)
+		got, err := s.idx.ReadAt(buf, int64(start)*entrySize)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return next, fmt.Errorf("store: read entries: %w", err)
+		}
+		buf = buf[:got-got%entrySize]
+		for i := 0; i+entrySize <= len(buf); i += entrySize {
+			if n >= max || (maxBytes > 0 && bytes >= maxBytes) {
+				return next, nil
+			}
+			e := buf[i : i+entrySize]
+			seq := sn*E + start + uint64(i/entrySize)
+			next = seq + 1
+			if e[0] != statusPublished && e[0] != statusDelivered {
+				continue
+			}
+			en := Entry{Seq: seq, ID: MsgID(binary.BigEndian.Uint64(e[16:])), Persistent: e[1]&flagPersistent != 0, Redelivered: e[0] == statusDelivered || seq < q.redeliverBelow}
+			size := binary.BigEndian.Uint32(e[28:])
+			if e[1]&flagExternal != 0 {
+				data, err := q.vs.msgs.Read(en.ID)
+				if err != nil {
+					return next, err
+				}
+				en.Data = data
+			} else {
+				en.Data = make([]byte, size)
+				if _, err := s.body.ReadAt(en.Data, int64(binary.BigEndian.Uint32(e[24:]))); err != nil {
+					return next, fmt.Errorf("store: read body of %d: %w", seq, err)
+				}
+			}
+			fn(en)
+			n++
+			bytes += int(size)
+		}
+	}
+	return next, nil
+}
+
+// Len is the number of live entries and their bytes.
+func (q *QueueIndex) Len() (int, int64) { return q.live, q.bytes }
+
+// dirtyFiles flushes and returns the files to fsync, clearing their dirty marks.
+func (q *QueueIndex) dirtyFiles() ([]*os.File, error) {
+	if err := q.Flush(); err != nil {
+		return nil, err
+	}
+	var files []*os.File
+	for _, s := range q.segs {
+		if s.dirty {
+			files = append(files, s.idx, s.body)
+			s.dirty = false
+		}
+	}
+	return files, nil
+}
+
+// Sync makes everything appended or acked so far durable (group commit):
+// done is called from the vhost's syncer goroutine. It never blocks.
+func (q *QueueIndex) Sync(ctx context.Context, done func(error)) {
+	files, err := q.dirtyFiles()
+	if err != nil {
+		done(err)
+		return
+	}
+	q.vs.syncer.request(ctx, files, done)
+}
+
+// Purge acks every live entry.
+func (q *QueueIndex) Purge() error {
+	var seqs []uint64
+	if _, err := q.Read(0, int(^uint(0)>>1), 0, func(e Entry) { seqs = append(seqs, e.Seq) }); err != nil {
+		return err
+	}
+	return q.Ack(seqs)
+}
+
+// Close flushes and fsyncs the queue's files; clean records a clean shutdown.
+func (q *QueueIndex) Close(clean bool) error {
+	var errs []error
+	if err := q.Flush(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, s := range q.segs {
+		if err := s.idx.Sync(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.body.Sync(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	q.closeFiles()
+	if clean && len(errs) == 0 {
+		if err := writeFileSync(filepath.Join(q.dir, cleanMarker), nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (q *QueueIndex) closeFiles() {
+	for _, s := range q.segs {
+		s.idx.Close()
+		s.body.Close()
+	}
+	q.segs = map[uint64]*segment{}
+}

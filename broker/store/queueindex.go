@@ -576,3 +576,15 @@ func (q *QueueIndex) closeFiles() {
 	}
 	q.segs = map[uint64]*segment{}
 }
+
+// Delete releases the queue's message-store references, closes its files
+// and removes its directory.
+func (q *QueueIndex) Delete() error {
+	q.releaseAll()
+	q.closeFiles()
+	if err := os.RemoveAll(q.dir); err != nil {
+		return fmt.Errorf("store: delete queue files: %w", err)
+	}
+	syncDir(filepath.Dir(q.dir))
+	return nil
+}

@@ -192,7 +192,9 @@ func (s *syncer) round() {
 	}
 }
 
-func isClosed(err error) bool { return err != nil && (err == os.ErrClosed || os.IsNotExist(err) || isErrClosed(err)) }
+func isClosed(err error) bool {
+	return err != nil && (err == os.ErrClosed || os.IsNotExist(err) || isErrClosed(err))
+}
 
 func isErrClosed(err error) bool {
 	pe, ok := err.(*os.PathError)

@@ -1,0 +1,363 @@
+package amqp
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/warrenmq/warren/broker/amqp/wire"
+	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/routing"
+	"github.com/warrenmq/warren/broker/vhost"
+)
+
+type channel struct {
+	c       *conn
+	id      uint16
+	closing bool // sent channel.close, waiting for close-ok (reader only)
+
+	pub publishing // content being assembled (reader only)
+
+	// Publisher confirms and transactions (reader only, except confirms).
+	confirmMode bool
+	txMode      bool
+	tx          txState
+	confirms    confirmTracker
+
+	// Consumers and unacked deliveries.
+	consumers      map[string]*consumer // reader only
+	prefetchCount  int32                // basic.qos global=false: for consumers created later
+	globalPrefetch atomic.Int32         // basic.qos global=true: shared by the channel
+	unackedCount   atomic.Int32         // deliveries counted against globalPrefetch
+	flowActive     atomic.Bool
+
+	mu      sync.Mutex // guards nextTag and unacked
+	nextTag uint64
+	unacked unackedList
+}
+
+func newChannel(c *conn, id uint16) *channel {
+	ch := &channel{c: c, id: id, consumers: map[string]*consumer{}}
+	ch.confirms.ch = ch
+	ch.flowActive.Store(true)
+	return ch
+}
+
+func (ch *channel) info() ChannelInfo {
+	ch.mu.Lock()
+	unacked := ch.unacked.len()
+	ch.mu.Unlock()
+	ci := ChannelInfo{Connection: ch.c.name, Number: ch.id, User: ch.c.user, Unacked: unacked, PrefetchCount: int(ch.prefetchCount), GlobalPrefetch: int(ch.globalPrefetch.Load()), Confirm: ch.confirmMode, Transactional: ch.txMode, UnconfirmedLen: ch.confirms.pending()}
+	if ch.c.vh != nil {
+		ci.Vhost = ch.c.vh.Name()
+	}
+	ci.Consumers = len(ch.consumers)
+	return ci
+}
+
+// soft closes the channel with a soft (channel) error.
+func (ch *channel) closeWith(e *Error) {
+	ch.shutdown()
+	ch.closing = true
+	ch.c.sendMethod(ch.id, &wire.ChannelClose{ReplyCode: e.Code, ReplyText: e.Text, ClassId: e.ClassID, MethodId: e.MethodID})
+}
+
+// shutdown cancels consumers and requeues unacked messages.
+func (ch *channel) shutdown() {
+	for tag, cons := range ch.consumers {
+		cons.q.Cancel(cons)
+		delete(ch.consumers, tag)
+	}
+	ch.requeueAll()
+	ch.tx = txState{}
+	ch.pub = publishing{}
+}
+
+func (ch *channel) handleFrame(ctx context.Context, f wire.Frame) error {
+	if ch.closing {
+		if f.Type == wire.FrameMethod {
+			m, err := wire.DecodeMethod(f.Payload)
+			if err != nil {
+				return newError(wire.FrameError, "cannot decode method: %v", err)
+			}
+			switch m.(type) {
+			case *wire.ChannelCloseOk:
+				ch.forget()
+			case *wire.ChannelClose:
+				ch.c.sendMethod(ch.id, &wire.ChannelCloseOk{})
+				ch.forget()
+			}
+		}
+		return nil
+	}
+	var err error
+	switch f.Type {
+	case wire.FrameMethod:
+		if ch.pub.active {
+			return newError(wire.UnexpectedFrame, "expected content header for class 60, got non content header frame instead")
+		}
+		var m wire.Method
+		m, err = wire.DecodeMethod(f.Payload)
+		if err != nil {
+			return newError(wire.FrameError, "cannot decode method on channel %d: %v", ch.id, err)
+		}
+		if _, isPublish := m.(*wire.BasicPublish); !isPublish {
+			if err := ch.c.flushPublishes(ctx); err != nil {
+				return err
+			}
+		}
+		err = ch.handleMethod(ctx, m)
+		if e, ok := err.(*Error); ok && e.ClassID == 0 {
+			e.ClassID, e.MethodID = m.ClassID(), m.MethodID()
+		}
+	case wire.FrameHeader:
+		err = ch.handleHeader(ctx, f.Payload)
+	case wire.FrameBody:
+		err = ch.handleBody(ctx, f.Payload)
+	}
+	if err == nil {
+		return nil
+	}
+	e := fromErr(err)
+	if !e.Hard {
+		ch.closeWith(e)
+		return nil
+	}
+	return e
+}
+
+func (ch *channel) forget() {
+	ch.c.chMu.Lock()
+	delete(ch.c.channels, ch.id)
+	ch.c.chMu.Unlock()
+}
+
+func (ch *channel) handleMethod(ctx context.Context, m wire.Method) error {
+	switch m := m.(type) {
+	case *wire.ChannelClose:
+		ch.shutdown()
+		ch.forget()
+		ch.c.sendMethod(ch.id, &wire.ChannelCloseOk{})
+		return nil
+	case *wire.ChannelCloseOk:
+		ch.forget()
+		return nil
+	case *wire.ChannelOpen:
+		return newError(wire.ChannelError, "second 'channel.open' seen")
+	case *wire.ChannelFlow:
+		ch.flowActive.Store(m.Active)
+		if m.Active {
+			ch.wakeConsumers()
+		}
+		ch.c.sendMethod(ch.id, &wire.ChannelFlowOk{Active: m.Active})
+		return nil
+	case *wire.ExchangeDeclare:
+		return ch.exchangeDeclare(ctx, m)
+	case *wire.ExchangeDelete:
+		return ch.exchangeDelete(ctx, m)
+	case *wire.ExchangeBind:
+		return ch.exchangeBind(ctx, m.Destination, m.Source, m.RoutingKey, m.Arguments, m.NoWait, true)
+	case *wire.ExchangeUnbind:
+		return ch.exchangeBind(ctx, m.Destination, m.Source, m.RoutingKey, m.Arguments, m.NoWait, false)
+	case *wire.QueueDeclare:
+		return ch.queueDeclare(ctx, m)
+	case *wire.QueueBind:
+		return ch.queueBind(ctx, m.Queue, m.Exchange, m.RoutingKey, m.Arguments, m.NoWait, true)
+	case *wire.QueueUnbind:
+		return ch.queueBind(ctx, m.Queue, m.Exchange, m.RoutingKey, m.Arguments, false, false)
+	case *wire.QueuePurge:
+		return ch.queuePurge(ctx, m)
+	case *wire.QueueDelete:
+		return ch.queueDelete(ctx, m)
+	case *wire.BasicQos:
+		return ch.basicQos(m)
+	case *wire.BasicConsume:
+		return ch.basicConsume(ctx, m)
+	case *wire.BasicCancel:
+		return ch.basicCancel(m)
+	case *wire.BasicPublish:
+		return ch.basicPublish(m)
+	case *wire.BasicGet:
+		return ch.basicGet(ctx, m)
+	case *wire.BasicAck:
+		return ch.basicAck(m.DeliveryTag, m.Multiple)
+	case *wire.BasicNack:
+		return ch.basicReject(m.DeliveryTag, m.Multiple, m.Requeue)
+	case *wire.BasicReject:
+		return ch.basicReject(m.DeliveryTag, false, m.Requeue)
+	case *wire.BasicRecover:
+		ch.requeueAll()
+		ch.c.sendMethod(ch.id, &wire.BasicRecoverOk{})
+		return nil
+	case *wire.BasicRecoverAsync:
+		ch.requeueAll()
+		return nil
+	case *wire.ConfirmSelect:
+		if ch.txMode {
+			return newError(wire.PreconditionFailed, "cannot switch from tx to confirm mode")
+		}
+		ch.confirmMode = true
+		if !m.Nowait {
+			ch.c.sendMethod(ch.id, &wire.ConfirmSelectOk{})
+		}
+		return nil
+	case *wire.TxSelect:
+		if ch.confirmMode {
+			return newError(wire.PreconditionFailed, "cannot switch from confirm to tx mode")
+		}
+		ch.txMode = true
+		ch.c.sendMethod(ch.id, &wire.TxSelectOk{})
+		return nil
+	case *wire.TxCommit:
+		return ch.txCommit(ctx)
+	case *wire.TxRollback:
+		if !ch.txMode {
+			return newError(wire.PreconditionFailed, "channel is not transactional")
+		}
+		ch.tx = txState{}
+		ch.c.sendMethod(ch.id, &wire.TxRollbackOk{})
+		return nil
+	}
+	return newError(wire.CommandInvalid, "unexpected method '%s' on a channel", m.Name())
+}
+
+// access checks a permission; kind is "configure", "write" or "read".
+func (ch *channel) access(kind meta.Access, resourceKind, name string) error {
+	if meta.CheckPermission(ch.c.perm, kind, name) {
+		return nil
+	}
+	return newError(wire.AccessRefused, "access to %s '%s' in vhost '%s' refused for user '%s'", resourceKind, name, ch.c.vh.Name(), ch.c.user)
+}
+
+func (ch *channel) exchangeDeclare(ctx context.Context, m *wire.ExchangeDeclare) error {
+	if !m.Passive {
+		if err := ch.access(meta.Configure, "exchange", m.Exchange); err != nil {
+			return err
+		}
+	}
+	err := ch.c.vh.DeclareExchange(ctx, vhost.ExchangeDecl{Name: m.Exchange, Type: m.Type, Passive: m.Passive, Durable: m.Durable, AutoDelete: m.AutoDelete, Internal: m.Internal, Args: m.Arguments})
+	if err != nil {
+		return fromErr(err)
+	}
+	if !m.NoWait {
+		ch.c.sendMethod(ch.id, &wire.ExchangeDeclareOk{})
+	}
+	return nil
+}
+
+func (ch *channel) exchangeDelete(ctx context.Context, m *wire.ExchangeDelete) error {
+	if err := ch.access(meta.Configure, "exchange", m.Exchange); err != nil {
+		return err
+	}
+	if err := ch.c.vh.DeleteExchange(ctx, m.Exchange, m.IfUnused); err != nil {
+		return fromErr(err)
+	}
+	if !m.NoWait {
+		ch.c.sendMethod(ch.id, &wire.ExchangeDeleteOk{})
+	}
+	return nil
+}
+
+func (ch *channel) exchangeBind(ctx context.Context, dst, src, key string, args wire.Table, noWait, bind bool) error {
+	if err := ch.access(meta.Write, "exchange", dst); err != nil {
+		return err
+	}
+	if err := ch.access(meta.Read, "exchange", src); err != nil {
+		return err
+	}
+	b := routing.Binding{Source: src, Destination: dst, ToExchange: true, Key: key, Args: args}
+	var err error
+	if bind {
+		err = ch.c.vh.Bind(ctx, b)
+	} else {
+		err = ch.c.vh.Unbind(ctx, b)
+	}
+	if err != nil {
+		return fromErr(err)
+	}
+	if !noWait {
+		if bind {
+			ch.c.sendMethod(ch.id, &wire.ExchangeBindOk{})
+		} else {
+			ch.c.sendMethod(ch.id, &wire.ExchangeUnbindOk{})
+		}
+	}
+	return nil
+}
+
+func (ch *channel) queueDeclare(ctx context.Context, m *wire.QueueDeclare) error {
+	if !m.Passive && m.Queue != "" {
+		if err := ch.access(meta.Configure, "queue", m.Queue); err != nil {
+			return err
+		}
+	}
+	q, _, err := ch.c.vh.DeclareQueue(ctx, vhost.QueueDecl{Name: m.Queue, Passive: m.Passive, Durable: m.Durable, Exclusive: m.Exclusive, AutoDelete: m.AutoDelete, Args: m.Arguments, Owner: ch.c.id})
+	if err != nil {
+		return fromErr(err)
+	}
+	if !m.NoWait {
+		st := q.Stats()
+		ch.c.sendMethod(ch.id, &wire.QueueDeclareOk{Queue: q.Info().Name, MessageCount: uint32(st.Ready), ConsumerCount: uint32(st.Consumers)})
+	}
+	return nil
+}
+
+func (ch *channel) queueBind(ctx context.Context, qname, exchange, key string, args wire.Table, noWait, bind bool) error {
+	if err := ch.access(meta.Write, "queue", qname); err != nil {
+		return err
+	}
+	if err := ch.access(meta.Read, "exchange", exchange); err != nil {
+		return err
+	}
+	if _, err := ch.c.vh.Queue(qname, ch.c.id); err != nil {
+		return fromErr(err)
+	}
+	b := routing.Binding{Source: exchange, Destination: qname, Key: key, Args: args}
+	var err error
+	if bind {
+		err = ch.c.vh.Bind(ctx, b)
+	} else {
+		err = ch.c.vh.Unbind(ctx, b)
+	}
+	if err != nil {
+		return fromErr(err)
+	}
+	if bind && !noWait {
+		ch.c.sendMethod(ch.id, &wire.QueueBindOk{})
+	} else if !bind {
+		ch.c.sendMethod(ch.id, &wire.QueueUnbindOk{})
+	}
+	return nil
+}
+
+func (ch *channel) queuePurge(ctx context.Context, m *wire.QueuePurge) error {
+	if err := ch.access(meta.Read, "queue", m.Queue); err != nil {
+		return err
+	}
+	q, err := ch.c.vh.Queue(m.Queue, ch.c.id)
+	if err != nil {
+		return fromErr(err)
+	}
+	n, err := q.Purge(ctx)
+	if err != nil {
+		return fromErr(err)
+	}
+	if !m.NoWait {
+		ch.c.sendMethod(ch.id, &wire.QueuePurgeOk{MessageCount: uint32(n)})
+	}
+	return nil
+}
+
+func (ch *channel) queueDelete(ctx context.Context, m *wire.QueueDelete) error {
+	if err := ch.access(meta.Configure, "queue", m.Queue); err != nil {
+		return err
+	}
+	n, err := ch.c.vh.DeleteQueue(ctx, m.Queue, vhost.QueueDeleteOptions{IfUnused: m.IfUnused, IfEmpty: m.IfEmpty, Owner: ch.c.id})
+	if err != nil {
+		return fromErr(err)
+	}
+	if !m.NoWait {
+		ch.c.sendMethod(ch.id, &wire.QueueDeleteOk{MessageCount: uint32(n)})
+	}
+	return nil
+}

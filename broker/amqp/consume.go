@@ -1,0 +1,445 @@
+package amqp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync/atomic"
+
+	"github.com/warrenmq/warren/broker/amqp/wire"
+	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/queue"
+)
+
+// consumer is a basic.consume subscription; it implements queue.Consumer.
+type consumer struct {
+	ch       *channel
+	tag      string
+	q        queue.Queue
+	noAck    bool
+	prefetch int32 // per-consumer limit, 0 = none
+	unacked  atomic.Int32
+	starved  atomic.Bool // Deliver returned false; wake the queue when credit frees
+	gone     atomic.Bool
+	ready    atomic.Bool // consume-ok was sent: deliveries may follow it
+}
+
+func (c *consumer) NoAck() bool { return c.noAck }
+
+// Deliver implements queue.Consumer: it takes credit, assigns the delivery
+// tag and writes the frames into the connection's output buffer.
+func (c *consumer) Deliver(d queue.Delivery) bool {
+	ch := c.ch
+	if c.gone.Load() || !ch.flowActive.Load() || !c.ready.Load() {
+		return false
+	}
+	if !c.noAck && !c.acquire() {
+		c.starved.Store(true)
+		return false
+	}
+	if ch.c.outputFull(c.wake) {
+		if !c.noAck {
+			c.release(1)
+		}
+		return false
+	}
+	ch.deliver(c.tag, c, d)
+	return true
+}
+
+// Cancelled implements queue.Consumer: the queue went away.
+func (c *consumer) Cancelled() {
+	if c.gone.Swap(true) {
+		return
+	}
+	ch := c.ch
+	if ch.c.capCancel {
+		ch.c.sendMethod(ch.id, &wire.BasicCancel{ConsumerTag: c.tag, NoWait: true})
+	}
+}
+
+func (c *consumer) wake() {
+	if !c.gone.Load() {
+		c.q.Wake()
+	}
+}
+
+// acquire takes one unit of credit from the consumer's and the channel's
+// prefetch limits.
+func (c *consumer) acquire() bool {
+	if c.prefetch > 0 {
+		for {
+			n := c.unacked.Load()
+			if n >= c.prefetch {
+				return false
+			}
+			if c.unacked.CompareAndSwap(n, n+1) {
+				break
+			}
+		}
+	} else {
+		c.unacked.Add(1)
+	}
+	g := c.ch.globalPrefetch.Load()
+	for {
+		n := c.ch.unackedCount.Load()
+		if g > 0 && n >= g {
+			c.unacked.Add(-1)
+			return false
+		}
+		if c.ch.unackedCount.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (c *consumer) release(n int32) {
+	c.unacked.Add(-n)
+	c.ch.unackedCount.Add(-n)
+}
+
+// unackedMsg is one delivery awaiting ack.
+type unackedMsg struct {
+	tag  uint64
+	q    queue.Queue
+	seq  uint64
+	cons *consumer // nil for basic.get
+	done bool
+}
+
+// unackedList holds deliveries in tag order.
+type unackedList struct {
+	items []unackedMsg
+	head  int
+	live  int
+}
+
+func (l *unackedList) len() int { return l.live }
+
+func (l *unackedList) push(m unackedMsg) {
+	l.items = append(l.items, m)
+	l.live++
+}
+
+// find returns the index of tag, or -1.
+func (l *unackedList) find(tag uint64) int {
+	lo, hi := l.head, len(l.items)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if l.items[mid].tag < tag {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo < len(l.items) && l.items[lo].tag == tag && !l.items[lo].done {
+		return lo
+	}
+	return -1
+}
+
+// take removes entries: tag alone, or every live one up to tag when multiple
+// (tag 0 with multiple means all).
+func (l *unackedList) take(tag uint64, multiple bool, fn func(unackedMsg)) bool {
+	if !multiple {
+		i := l.find(tag)
+		if i < 0 {
+			return false
+		}
+		fn(l.items[i])
+		l.items[i].done = true
+		l.live--
+		l.compact()
+		return true
+	}
+	found := tag == 0
+	for i := l.head; i < len(l.items) && (tag == 0 || l.items[i].tag <= tag); i++ {
+		if l.items[i].done {
+			continue
+		}
+		if l.items[i].tag == tag {
+			found = true
+		}
+		fn(l.items[i])
+		l.items[i].done = true
+		l.live--
+	}
+	l.compact()
+	return found || tag == 0
+}
+
+func (l *unackedList) compact() {
+	for l.head < len(l.items) && l.items[l.head].done {
+		l.items[l.head] = unackedMsg{}
+		l.head++
+	}
+	if l.head == len(l.items) {
+		l.items = l.items[:0]
+		l.head = 0
+	} else if l.head > 1024 && l.head*2 > len(l.items) {
+		n := copy(l.items, l.items[l.head:])
+		l.items = l.items[:n]
+		l.head = 0
+	}
+}
+
+// deliver assigns the next delivery tag and writes basic.deliver (consumer)
+// or basic.get-ok (tag == "" and cons == nil) with the content frames.
+func (ch *channel) deliver(ctag string, cons *consumer, d queue.Delivery) {
+	msg := d.Msg
+	noAck := cons != nil && cons.noAck
+	fm := ch.c.frameMax
+	ch.mu.Lock()
+	ch.nextTag++
+	tag := ch.nextTag
+	if !noAck {
+		ch.unacked.push(unackedMsg{tag: tag, q: d.Queue, seq: d.Seq, cons: cons})
+	}
+	ch.c.outMu.Lock()
+	b := ch.c.out
+	if cons != nil {
+		b = wire.AppendMethodFrame(b, ch.id, &wire.BasicDeliver{ConsumerTag: ctag, DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: msg.Exchange, RoutingKey: msg.RoutingKey})
+	} else {
+		b = wire.AppendMethodFrame(b, ch.id, &wire.BasicGetOk{DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: msg.Exchange, RoutingKey: msg.RoutingKey, MessageCount: uint32(d.Remaining)})
+	}
+	b = wire.AppendHeaderFrame(b, ch.id, wire.ClassBasic, uint64(len(msg.Body)), msg.Props)
+	ch.c.out = wire.AppendBodyFrames(b, ch.id, msg.Body, fm)
+	ch.c.outMu.Unlock()
+	ch.mu.Unlock()
+	ch.c.signal()
+	ch.c.srv.Counters.Delivered.Add(1)
+	if d.Redelivered {
+		ch.c.srv.Counters.Redelivered.Add(1)
+	}
+}
+
+func (ch *channel) basicQos(m *wire.BasicQos) error {
+	if m.PrefetchCount > 65535 {
+		return newError(wire.PreconditionFailed, "prefetch count %d out of range", m.PrefetchCount)
+	}
+	if m.Global {
+		ch.globalPrefetch.Store(int32(m.PrefetchCount))
+		ch.wakeConsumers()
+	} else {
+		ch.prefetchCount = int32(m.PrefetchCount)
+	}
+	ch.c.sendMethod(ch.id, &wire.BasicQosOk{})
+	return nil
+}
+
+func newConsumerTag() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "amq.ctag-" + hex.EncodeToString(b[:])
+}
+
+func (ch *channel) basicConsume(ctx context.Context, m *wire.BasicConsume) error {
+	if err := ch.access(meta.Read, "queue", m.Queue); err != nil {
+		return err
+	}
+	q, err := ch.c.vh.Queue(m.Queue, ch.c.id)
+	if err != nil {
+		return fromErr(err)
+	}
+	tag := m.ConsumerTag
+	if tag == "" {
+		tag = newConsumerTag()
+	}
+	if _, dup := ch.consumers[tag]; dup {
+		return newError(wire.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
+	}
+	cons := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck, prefetch: ch.prefetchCount}
+	opts := queue.ConsumeOptions{Exclusive: m.Exclusive, Args: m.Arguments}
+	if p, ok := m.Arguments["x-priority"]; ok {
+		if n, ok := toInt(p); ok {
+			opts.Priority = int(n)
+		}
+	}
+	if err := q.Consume(ctx, cons, opts); err != nil {
+		return fromErr(err)
+	}
+	ch.consumers[tag] = cons
+	// consume-ok must precede the first delivery: the consumer takes nothing
+	// until it is ready.
+	if !m.NoWait {
+		ch.c.sendMethod(ch.id, &wire.BasicConsumeOk{ConsumerTag: tag})
+	}
+	cons.ready.Store(true)
+	q.Wake()
+	return nil
+}
+
+func toInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int8:
+		return int64(n), true
+	case int16:
+		return int64(n), true
+	case int32:
+		return int64(n), true
+	case int64:
+		return n, true
+	case uint8:
+		return int64(n), true
+	case uint16:
+		return int64(n), true
+	case uint32:
+		return int64(n), true
+	case int:
+		return int64(n), true
+	}
+	return 0, false
+}
+
+func (ch *channel) basicCancel(m *wire.BasicCancel) error {
+	if cons, ok := ch.consumers[m.ConsumerTag]; ok {
+		delete(ch.consumers, m.ConsumerTag)
+		cons.gone.Store(true)
+		cons.q.Cancel(cons)
+	}
+	if !m.NoWait {
+		ch.c.sendMethod(ch.id, &wire.BasicCancelOk{ConsumerTag: m.ConsumerTag})
+	}
+	return nil
+}
+
+func (ch *channel) basicGet(ctx context.Context, m *wire.BasicGet) error {
+	if err := ch.access(meta.Read, "queue", m.Queue); err != nil {
+		return err
+	}
+	q, err := ch.c.vh.Queue(m.Queue, ch.c.id)
+	if err != nil {
+		return fromErr(err)
+	}
+	d, ok, err := q.Get(ctx, m.NoAck)
+	if err != nil {
+		return fromErr(err)
+	}
+	if !ok {
+		ch.c.sendMethod(ch.id, &wire.BasicGetEmpty{})
+		return nil
+	}
+	if m.NoAck {
+		ch.deliverGetNoAck(d)
+		return nil
+	}
+	ch.deliver("", nil, d)
+	return nil
+}
+
+func (ch *channel) deliverGetNoAck(d queue.Delivery) {
+	fm := ch.c.frameMax
+	ch.mu.Lock()
+	ch.nextTag++
+	tag := ch.nextTag
+	ch.mu.Unlock()
+	msg := d.Msg
+	ch.c.send(func(b []byte) []byte {
+		b = wire.AppendMethodFrame(b, ch.id, &wire.BasicGetOk{DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: msg.Exchange, RoutingKey: msg.RoutingKey, MessageCount: uint32(d.Remaining)})
+		b = wire.AppendHeaderFrame(b, ch.id, wire.ClassBasic, uint64(len(msg.Body)), msg.Props)
+		return wire.AppendBodyFrames(b, ch.id, msg.Body, fm)
+	})
+}
+
+type settleKind int
+
+const (
+	settleAck settleKind = iota
+	settleReject
+)
+
+func (ch *channel) basicAck(tag uint64, multiple bool) error {
+	if ch.txMode {
+		if err := ch.checkTag(tag, multiple); err != nil {
+			return err
+		}
+		ch.tx.acks = append(ch.tx.acks, txAck{tag: tag, multiple: multiple})
+		return nil
+	}
+	return ch.settle(tag, multiple, settleAck, false)
+}
+
+func (ch *channel) basicReject(tag uint64, multiple, requeue bool) error {
+	if ch.txMode {
+		if err := ch.checkTag(tag, multiple); err != nil {
+			return err
+		}
+		ch.tx.acks = append(ch.tx.acks, txAck{tag: tag, multiple: multiple, reject: true, requeue: requeue})
+		return nil
+	}
+	return ch.settle(tag, multiple, settleReject, requeue)
+}
+
+func (ch *channel) checkTag(tag uint64, multiple bool) error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if (multiple && tag == 0) || ch.unacked.find(tag) >= 0 {
+		return nil
+	}
+	return newError(wire.PreconditionFailed, "unknown delivery tag %d", tag)
+}
+
+// settle acks or rejects deliveries and returns credit.
+func (ch *channel) settle(tag uint64, multiple bool, kind settleKind, requeue bool) error {
+	type batch struct {
+		q    queue.Queue
+		seqs []uint64
+	}
+	var batches []batch
+	var freed int32
+	var wake []*consumer
+	ch.mu.Lock()
+	ok := ch.unacked.take(tag, multiple, func(m unackedMsg) {
+		i := 0
+		for i < len(batches) && batches[i].q != m.q {
+			i++
+		}
+		if i == len(batches) {
+			batches = append(batches, batch{q: m.q})
+		}
+		batches[i].seqs = append(batches[i].seqs, m.seq)
+		if m.cons != nil {
+			m.cons.unacked.Add(-1)
+			if m.cons.starved.Swap(false) {
+				wake = append(wake, m.cons)
+			}
+		}
+		freed++
+	})
+	ch.mu.Unlock()
+	if !ok {
+		return newError(wire.PreconditionFailed, "unknown delivery tag %d", tag)
+	}
+	ch.unackedCount.Add(-freed)
+	for _, b := range batches {
+		switch {
+		case kind == settleAck:
+			b.q.Ack(b.seqs)
+			ch.c.srv.Counters.Acked.Add(uint64(len(b.seqs)))
+		case requeue:
+			b.q.Requeue(b.seqs)
+		default:
+			b.q.Reject(b.seqs)
+		}
+	}
+	if ch.globalPrefetch.Load() > 0 {
+		ch.wakeConsumers()
+	} else {
+		for _, c := range wake {
+			c.wake()
+		}
+	}
+	return nil
+}
+
+// requeueAll returns every unacked delivery to its queue (channel close, basic.recover).
+func (ch *channel) requeueAll() {
+	_ = ch.settle(0, true, settleReject, true)
+}
+
+func (ch *channel) wakeConsumers() {
+	for _, c := range ch.consumers {
+		c.starved.Store(false)
+		c.wake()
+	}
+}

@@ -1,0 +1,19 @@
+// Package amqp is Warren's AMQP 0.9.1 server: connection negotiation, channels
+// and the mapping of protocol methods onto vhosts, exchanges and queues. The
+// wire codec lives in the wire subpackage and knows nothing of this one.
+//
+// Goroutines per connection: a reader that decodes frames and runs every
+// channel's methods in order, and a writer that drains the connection's output
+// buffer to the socket, flushing when the buffer runs dry rather than per
+// message. Queue goroutines write deliveries straight into that buffer.
+//
+// Lock order: channel.mu (delivery tags and unacked messages), then
+// channel.confirmMu (publisher confirms), then conn.outMu (output buffer).
+// The reader never waits on a queue, except Throttle when a queue's inbox is
+// over its high-water mark (flow control), and tx.commit, which waits for the
+// transaction's messages to be confirmed.
+//
+// Protocol errors are *Error values: channel errors close one channel, the
+// others the connection, each with RabbitMQ's reply code and text. A malformed
+// frame closes only its own connection and never panics the process.
+package amqp

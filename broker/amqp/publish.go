@@ -1,0 +1,401 @@
+package amqp
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/warrenmq/warren/broker/amqp/wire"
+	"github.com/warrenmq/warren/broker/message"
+	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/queue"
+	"github.com/warrenmq/warren/broker/routing"
+)
+
+// publishing is the content being assembled after basic.publish.
+type publishing struct {
+	active    bool
+	haveHdr   bool
+	exchange  string
+	key       string
+	mandatory bool
+	headers   bool // the exchange is a headers exchange: decode headers to route
+	props     []byte
+	size      uint64
+	body      []byte
+}
+
+func (ch *channel) basicPublish(m *wire.BasicPublish) error {
+	if err := ch.access(meta.Write, "exchange", m.Exchange); err != nil {
+		return err
+	}
+	x, err := ch.c.vh.Exchange(m.Exchange)
+	if err != nil {
+		return fromErr(err)
+	}
+	if x.Internal {
+		return newError(wire.AccessRefused, "cannot publish to internal exchange '%s' in vhost '%s'", m.Exchange, ch.c.vh.Name())
+	}
+	ch.pub = publishing{active: true, exchange: m.Exchange, key: m.RoutingKey, mandatory: m.Mandatory, headers: x.Kind == routing.Headers}
+	return nil
+}
+
+func (ch *channel) handleHeader(ctx context.Context, payload []byte) error {
+	if !ch.pub.active || ch.pub.haveHdr {
+		return newError(wire.UnexpectedFrame, "unexpected content header frame on channel %d", ch.id)
+	}
+	h, err := wire.DecodeContentHeader(payload)
+	if err != nil {
+		return newError(wire.FrameError, "malformed content header: %v", err)
+	}
+	if h.ClassID != wire.ClassBasic {
+		return newError(wire.UnexpectedFrame, "content header for class %d", h.ClassID)
+	}
+	if int64(h.BodySize) > ch.c.srv.cfg.MaxMessageSize {
+		ch.pub = publishing{}
+		return newError(wire.PreconditionFailed, "message size %d is larger than configured max size %d", h.BodySize, ch.c.srv.cfg.MaxMessageSize)
+	}
+	ch.pub.haveHdr = true
+	ch.pub.props = append([]byte(nil), h.Properties...)
+	ch.pub.size = h.BodySize
+	if h.BodySize == 0 {
+		return ch.finishPublish(ctx)
+	}
+	ch.pub.body = make([]byte, 0, h.BodySize)
+	return nil
+}
+
+func (ch *channel) handleBody(ctx context.Context, payload []byte) error {
+	if !ch.pub.active || !ch.pub.haveHdr {
+		return newError(wire.UnexpectedFrame, "unexpected content body frame on channel %d", ch.id)
+	}
+	if uint64(len(ch.pub.body)+len(payload)) > ch.pub.size {
+		return newError(wire.FrameError, "content body exceeds declared size %d", ch.pub.size)
+	}
+	ch.pub.body = append(ch.pub.body, payload...)
+	if uint64(len(ch.pub.body)) == ch.pub.size {
+		return ch.finishPublish(ctx)
+	}
+	return nil
+}
+
+// finishPublish builds the message and routes it (or keeps it for tx.commit).
+func (ch *channel) finishPublish(ctx context.Context) error {
+	p := ch.pub
+	ch.pub = publishing{}
+	if err := ch.c.srv.waitUnblocked(ctx, ch.c.done); err != nil {
+		return err
+	}
+	msg := &message.Message{
+		ID:         ch.c.srv.backend.NewMessageID(),
+		Exchange:   p.exchange,
+		RoutingKey: p.key,
+		Props:      p.props,
+		Body:       p.body,
+		Timestamp:  time.Now().UnixNano(),
+	}
+	if mode, err := wire.PropertiesDeliveryMode(p.props); err != nil {
+		return newError(wire.FrameError, "malformed content properties: %v", err)
+	} else if mode == 2 {
+		msg.Persistent = true
+	}
+	if prio, ok, err := wire.PropertiesPriority(p.props); err == nil && ok {
+		msg.Priority = prio
+	}
+	if exp, ok, err := wire.PropertiesExpiration(p.props); err == nil && ok {
+		ms, perr := strconv.ParseInt(exp, 10, 64)
+		if perr != nil || ms < 0 {
+			return newError(wire.PreconditionFailed, "invalid expiration '%s'", exp)
+		}
+		msg.Expiry = msg.Timestamp + ms*int64(time.Millisecond)
+	}
+	var headers map[string]any
+	if p.headers {
+		if props, err := wire.DecodeProperties(p.props); err == nil {
+			headers = props.Headers
+		}
+	}
+	ch.c.srv.Counters.Published.Add(1)
+	if ch.txMode {
+		ch.tx.publishes = append(ch.tx.publishes, txPublish{msg: msg, mandatory: p.mandatory, headers: headers})
+		return nil
+	}
+	return ch.route(ctx, msg, p.mandatory, headers, nil)
+}
+
+// route delivers msg to its queues. In confirm mode the message gets the
+// next confirm tag; tracker, when set, receives the confirms instead (tx).
+func (ch *channel) route(ctx context.Context, msg *message.Message, mandatory bool, headers map[string]any, tracker queue.Confirmer) error {
+	var buf [4]queue.Queue
+	qs, err := ch.c.vh.Route(msg.Exchange, msg.RoutingKey, headers, buf[:0])
+	if err != nil {
+		return fromErr(err)
+	}
+	var tag uint64
+	var confirmer queue.Confirmer
+	switch {
+	case tracker != nil:
+		confirmer = tracker
+	case ch.confirmMode:
+		tag = ch.confirms.add(len(qs))
+		confirmer = &ch.confirms
+	}
+	if len(qs) == 0 {
+		ch.c.srv.Counters.Unroutable.Add(1)
+		if mandatory {
+			ch.c.srv.Counters.Returned.Add(1)
+			ch.sendReturn(msg, wire.NoRoute, "NO_ROUTE")
+		}
+		if confirmer != nil && tracker == nil {
+			ch.confirms.Confirm([]uint64{tag}, true)
+		}
+		return nil
+	}
+	for _, q := range qs {
+		ch.c.batch.add(q, queue.Publish{Msg: msg, Confirm: confirmer, Tag: tag})
+	}
+	if ch.c.batch.n >= maxPublishBatch {
+		return ch.c.flushPublishes(ctx)
+	}
+	return nil
+}
+
+// maxPublishBatch bounds how many publishes a connection holds before
+// handing them to their queues.
+const maxPublishBatch = 256
+
+// publishBatch collects a connection's publishes per queue so a queue gets
+// them in one inbox operation. The reader flushes it when its socket buffer
+// runs dry, when the batch is full, and before any other method, so queue
+// commands keep their order.
+type publishBatch struct {
+	n      int
+	queues []queueBatch
+}
+
+type queueBatch struct {
+	q    queue.Queue
+	pubs []queue.Publish
+}
+
+func (b *publishBatch) add(q queue.Queue, p queue.Publish) {
+	b.n++
+	for i := range b.queues {
+		if b.queues[i].q == q {
+			b.queues[i].pubs = append(b.queues[i].pubs, p)
+			return
+		}
+	}
+	b.queues = append(b.queues, queueBatch{q: q, pubs: []queue.Publish{p}})
+}
+
+// flushPublishes hands batched publishes to their queues, then applies flow
+// control (Throttle) per queue.
+func (c *conn) flushPublishes(ctx context.Context) error {
+	if c.batch.n == 0 {
+		return nil
+	}
+	qs := c.batch.queues
+	c.batch = publishBatch{queues: qs[:0:0]}
+	for _, qb := range qs {
+		qb.q.Publish(qb.pubs)
+	}
+	for _, qb := range qs {
+		if err := qb.q.Throttle(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (ch *channel) sendReturn(msg *message.Message, code uint16, text string) {
+	fm := ch.c.frameMax
+	ch.c.send(func(b []byte) []byte {
+		b = wire.AppendMethodFrame(b, ch.id, &wire.BasicReturn{ReplyCode: code, ReplyText: text, Exchange: msg.Exchange, RoutingKey: msg.RoutingKey})
+		b = wire.AppendHeaderFrame(b, ch.id, wire.ClassBasic, uint64(len(msg.Body)), msg.Props)
+		return wire.AppendBodyFrames(b, ch.id, msg.Body, fm)
+	})
+}
+
+// confirmTracker turns per-queue confirms into basic.ack/nack frames.
+// Tags are handed out in order; a tag is settled when every queue it went to
+// has confirmed it. Acks go out with multiple=true up to the highest settled
+// tag below the lowest unsettled one; a nacked tag is nacked on its own.
+type confirmTracker struct {
+	ch *channel
+
+	mu      sync.Mutex
+	next    uint64 // last tag handed out
+	base    uint64 // tag of entries[0]
+	entries []confirmEntry
+	head    int
+	settled int // entries settled but not yet sent
+}
+
+type confirmEntry struct {
+	remaining int32
+	nack      bool
+}
+
+func (t *confirmTracker) add(queues int) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.next++
+	if t.head == len(t.entries) {
+		t.entries = t.entries[:0]
+		t.head = 0
+		t.base = t.next
+	}
+	t.entries = append(t.entries, confirmEntry{remaining: int32(queues)})
+	return t.next
+}
+
+func (t *confirmTracker) pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.entries) - t.head
+}
+
+// Confirm implements queue.Confirmer.
+func (t *confirmTracker) Confirm(tags []uint64, ok bool) {
+	t.mu.Lock()
+	for _, tag := range tags {
+		i := int(tag-t.base) + 0
+		if tag < t.base || i >= len(t.entries) || i < t.head {
+			continue
+		}
+		e := &t.entries[i]
+		if e.remaining <= 0 {
+			continue
+		}
+		if !ok {
+			e.nack = true
+		}
+		e.remaining--
+	}
+	// Send what is settled at the front.
+	var frames []wire.Method
+	var ackUpTo uint64
+	for t.head < len(t.entries) && t.entries[t.head].remaining <= 0 {
+		tag := t.base + uint64(t.head)
+		if t.entries[t.head].nack {
+			if ackUpTo != 0 {
+				frames = append(frames, &wire.BasicAck{DeliveryTag: ackUpTo, Multiple: true})
+				ackUpTo = 0
+			}
+			frames = append(frames, &wire.BasicNack{DeliveryTag: tag})
+		} else {
+			ackUpTo = tag
+		}
+		t.head++
+	}
+	if ackUpTo != 0 {
+		frames = append(frames, &wire.BasicAck{DeliveryTag: ackUpTo, Multiple: true})
+	}
+	if t.head > 4096 && t.head*2 > len(t.entries) {
+		n := copy(t.entries, t.entries[t.head:])
+		t.entries = t.entries[:n]
+		t.base += uint64(t.head)
+		t.head = 0
+	}
+	if len(frames) > 0 {
+		t.ch.c.srv.Counters.Confirmed.Add(uint64(len(frames)))
+		id := t.ch.id
+		t.ch.c.send(func(b []byte) []byte {
+			for _, f := range frames {
+				b = wire.AppendMethodFrame(b, id, f)
+			}
+			return b
+		})
+	}
+	t.mu.Unlock()
+}
+
+// txState buffers a transaction's publishes and acks until tx.commit.
+type txState struct {
+	publishes []txPublish
+	acks      []txAck
+}
+
+type txPublish struct {
+	msg       *message.Message
+	mandatory bool
+	headers   map[string]any
+}
+
+type txAck struct {
+	tag      uint64
+	multiple bool
+	reject   bool
+	requeue  bool
+}
+
+// txWaiter counts a transaction's outstanding queue confirms.
+type txWaiter struct {
+	mu      sync.Mutex
+	waiting int
+	done    chan struct{}
+}
+
+func (w *txWaiter) Confirm(tags []uint64, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.waiting -= len(tags)
+	if w.waiting == 0 && w.done != nil {
+		close(w.done)
+		w.done = nil
+	}
+}
+
+func (ch *channel) txCommit(ctx context.Context) error {
+	if !ch.txMode {
+		return newError(wire.PreconditionFailed, "channel is not transactional")
+	}
+	tx := ch.tx
+	ch.tx = txState{}
+	w := &txWaiter{done: make(chan struct{})}
+	done := w.done
+	var buf [4]queue.Queue
+	w.mu.Lock()
+	for _, p := range tx.publishes {
+		qs, err := ch.c.vh.Route(p.msg.Exchange, p.msg.RoutingKey, p.headers, buf[:0])
+		if err != nil {
+			w.mu.Unlock()
+			return fromErr(err)
+		}
+		if len(qs) == 0 {
+			if p.mandatory {
+				ch.sendReturn(p.msg, wire.NoRoute, "NO_ROUTE")
+			}
+			continue
+		}
+		w.waiting += len(qs)
+		for _, q := range qs {
+			q.Publish([]queue.Publish{{Msg: p.msg, Confirm: w}})
+		}
+	}
+	if w.waiting == 0 {
+		close(w.done)
+		w.done = nil
+	}
+	w.mu.Unlock()
+	for _, a := range tx.acks {
+		var err error
+		if a.reject {
+			err = ch.settle(a.tag, a.multiple, settleReject, a.requeue)
+		} else {
+			err = ch.settle(a.tag, a.multiple, settleAck, false)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	ch.c.sendMethod(ch.id, &wire.TxCommitOk{})
+	return nil
+}

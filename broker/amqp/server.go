@@ -1,0 +1,285 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/vhost"
+)
+
+// Config holds the negotiated limits the server offers.
+type Config struct {
+	FrameMax         uint32
+	ChannelMax       uint16
+	Heartbeat        time.Duration
+	HandshakeTimeout time.Duration
+	MaxMessageSize   int64
+	// Product and Version are reported in connection.start's server-properties.
+	Product, Version string
+}
+
+// Backend is what the AMQP server needs from the broker.
+type Backend interface {
+	// Authenticate checks a user's password and whether it may connect from remote.
+	Authenticate(user, password string, remote net.Addr) error
+	// Vhost returns a running vhost.
+	Vhost(name string) (*vhost.Vhost, bool)
+	// Permission returns the user's permissions in a vhost.
+	Permission(user, vhost string) (meta.Permission, bool)
+	// NewMessageID returns a node-unique message id.
+	NewMessageID() uint64
+}
+
+// Counters are the server's cumulative message counters; the metrics layer reads them.
+type Counters struct {
+	Published, Delivered, Acked, Confirmed, Returned, Redelivered, Unroutable atomic.Uint64
+}
+
+// Server accepts AMQP connections.
+type Server struct {
+	cfg     Config
+	backend Backend
+	log     *slog.Logger
+
+	Counters Counters
+
+	nextID  atomic.Uint64
+	mu      sync.Mutex
+	conns   map[uint64]*conn
+	closing bool
+	wg      sync.WaitGroup
+	blocked atomic.Pointer[string] // non-nil: publishers are blocked for this reason
+	// unblocked is closed when an alarm clears; replaced when one is raised.
+	unblockMu sync.Mutex
+	unblocked chan struct{}
+}
+
+// NewServer returns a server; call Serve to accept connections.
+func NewServer(cfg Config, b Backend, log *slog.Logger) *Server {
+	if cfg.FrameMax == 0 {
+		cfg.FrameMax = 131072
+	}
+	if cfg.ChannelMax == 0 {
+		cfg.ChannelMax = 2047
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = 10 * time.Second
+	}
+	if cfg.MaxMessageSize == 0 {
+		cfg.MaxMessageSize = 128 << 20
+	}
+	if cfg.Product == "" {
+		cfg.Product = "Warren"
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	unblocked := make(chan struct{})
+	close(unblocked)
+	return &Server{cfg: cfg, backend: b, log: log, conns: map[uint64]*conn{}, unblocked: unblocked}
+}
+
+// Serve accepts connections on ln until ctx is done or Shutdown is called.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	go func() {
+		<-ctx.Done()
+		_ = ln.Close()
+	}()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("amqp: accept: %w", err)
+		}
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			_ = nc.Close()
+			continue
+		}
+		c := newConn(s, s.nextID.Add(1), nc)
+		s.conns[c.id] = c
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			c.serve(ctx)
+			s.mu.Lock()
+			delete(s.conns, c.id)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Shutdown closes every connection with connection.close 320
+// (CONNECTION_FORCED) and waits for them to finish, or for ctx.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	conns := make([]*conn, 0, len(s.conns))
+	for _, c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.forceClose("broker shutdown")
+	}
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("amqp: shutdown: %w", ctx.Err())
+	}
+}
+
+// SetBlocked blocks (reason non-empty) or unblocks publishers: connections
+// that announced the connection.blocked capability are told, and every
+// connection stops reading while it is publishing under the alarm.
+func (s *Server) SetBlocked(reason string) {
+	s.unblockMu.Lock()
+	if reason == "" {
+		if s.blocked.Swap(nil) != nil {
+			close(s.unblocked)
+		}
+	} else if s.blocked.Swap(&reason) == nil {
+		s.unblocked = make(chan struct{})
+	}
+	s.unblockMu.Unlock()
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for _, c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.alarmChanged(reason)
+	}
+}
+
+// ConnectionInfo describes one connection for the HTTP API.
+type ConnectionInfo struct {
+	ID          uint64
+	Name        string
+	User        string
+	Vhost       string
+	PeerHost    string
+	PeerPort    int
+	Host        string
+	Port        int
+	Channels    int
+	State       string
+	ConnectedAt time.Time
+	ClientProps map[string]any
+	FrameMax    uint32
+	ChannelMax  uint16
+	Heartbeat   time.Duration
+	RecvOct     uint64
+	SendOct     uint64
+}
+
+// ChannelInfo describes one channel for the HTTP API.
+type ChannelInfo struct {
+	Connection     string
+	Number         uint16
+	User, Vhost    string
+	Consumers      int
+	Unacked        int
+	PrefetchCount  int
+	GlobalPrefetch int
+	Confirm        bool
+	Transactional  bool
+	UnconfirmedLen int
+}
+
+// Connections lists open connections, sorted by name.
+func (s *Server) Connections() []ConnectionInfo {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for _, c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	out := make([]ConnectionInfo, 0, len(conns))
+	for _, c := range conns {
+		out = append(out, c.info())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Channels lists open channels.
+func (s *Server) Channels() []ChannelInfo {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for _, c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	var out []ChannelInfo
+	for _, c := range conns {
+		out = append(out, c.channelInfos()...)
+	}
+	return out
+}
+
+// ErrNoConnection is returned by CloseConnection for an unknown name.
+var ErrNoConnection = errors.New("amqp: no such connection")
+
+// CloseConnection closes a connection by name with CONNECTION_FORCED.
+func (s *Server) CloseConnection(name, reason string) error {
+	s.mu.Lock()
+	var found *conn
+	for _, c := range s.conns {
+		if c.name == name {
+			found = c
+			break
+		}
+	}
+	s.mu.Unlock()
+	if found == nil {
+		return fmt.Errorf("%w: %q", ErrNoConnection, name)
+	}
+	if reason == "" {
+		reason = "Closed via management plugin"
+	}
+	found.forceClose(reason)
+	return nil
+}
+
+// waitUnblocked blocks a publishing connection while an alarm is raised.
+func (s *Server) waitUnblocked(ctx context.Context, done <-chan struct{}) error {
+	if s.blocked.Load() == nil {
+		return nil
+	}
+	s.unblockMu.Lock()
+	ch := s.unblocked
+	s.unblockMu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-done:
+		return net.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,357 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenmq/warren/broker/message"
+	"github.com/warrenmq/warren/broker/store"
+)
+
+// Host is what a queue needs from its vhost.
+type Host interface {
+	// DeadLetter routes dead-lettered messages (already carrying x-death and
+	// their new routing key) through exchange; it must not block.
+	DeadLetter(exchange string, msgs []*message.Message)
+	// Expired asks the vhost to delete this queue (auto-delete, x-expires);
+	// it must not block.
+	Expired(q Queue)
+	NewMessageID() uint64
+}
+
+// ClassicConfig configures a classic queue.
+type ClassicConfig struct {
+	Info           Info
+	Args           Args
+	Store          *store.VhostStore
+	StoreOptions   store.Options
+	MemoryMessages int
+	Host           Host
+	Log            *slog.Logger
+	// Now is the clock (nil = time.Now).
+	Now func() time.Time
+}
+
+const (
+	inboxHighWater      = 4096
+	inboxHighWaterBytes = 64 << 20
+	windowBytes         = 32 << 20
+)
+
+// Classic is a classic queue: one goroutine owning an in-memory window of
+// messages and a store.QueueIndex holding the rest.
+type Classic struct {
+	cfg  ClassicConfig
+	info Info
+	args Args
+	log  *slog.Logger
+	now  func() time.Time
+	idx  *store.QueueIndex
+
+	// Inbox: commands are appended under mu and taken whole by the loop.
+	mu         sync.Mutex
+	inbox      []cmd
+	inboxBytes int64
+	drained    chan struct{} // closed when the inbox is taken; nil if nobody waits
+	stopped    bool
+	signal     chan struct{}
+	done       chan struct{}
+
+	// Counters readable without the loop.
+	sReady, sUnacked, sConsumers   atomic.Int64
+	sReadyBytes, sUnackedBytes     atomic.Int64
+	sPublished, sDelivered, sAcked atomic.Uint64
+	sActive                        atomic.Bool
+
+	// Owned by the loop goroutine.
+	st loopState
+}
+
+type qmsg struct {
+	seq         uint64
+	msg         *message.Message
+	redelivered bool
+	inIndex     bool
+}
+
+type consumerState struct {
+	c       Consumer
+	opts    ConsumeOptions
+	blocked bool
+	unacked int
+}
+
+type loopState struct {
+	ready      []*qmsg // sorted by (priority desc, seq); ready[head:] are live
+	head       int
+	readyBytes int64
+	// Messages only on disk: seqs >= diskFrom, diskCount of them.
+	diskFrom     uint64
+	diskCount    int
+	diskBytes    int64
+	nextSeq      uint64
+	unacked      map[uint64]*unackedMsg
+	unackedB     int64
+	consumers    []*consumerState
+	rr           int
+	hadConsumer  bool
+	lastUsed     time.Time
+	expiryTimer  *time.Timer
+	expiresTimer *time.Timer
+	deleted      bool
+}
+
+type unackedMsg struct {
+	m    *qmsg
+	cons *consumerState
+}
+
+type cmdKind uint8
+
+const (
+	cPublish cmdKind = iota + 1
+	cAck
+	cRequeue
+	cReject
+	cConsume
+	cCancel
+	cWake
+	cGet
+	cPurge
+	cDelete
+	cClose
+	cSynced
+	cTouch
+	cSetStorage
+	cExpiresCheck
+)
+
+type cmd struct {
+	kind     cmdKind
+	pubs     []Publish
+	seqs     []uint64
+	consumer Consumer
+	opts     ConsumeOptions
+	noAck    bool
+	ifUnused bool
+	ifEmpty  bool
+	storeOpt store.Options
+	ctx      context.Context
+	err      error
+	reply    chan result
+}
+
+type result struct {
+	err error
+	n   int
+	d   Delivery
+	ok  bool
+}
+
+// OpenClassic opens a classic queue and recovers its messages.
+func OpenClassic(ctx context.Context, cfg ClassicConfig) (*Classic, error) {
+	if cfg.MemoryMessages <= 0 {
+		cfg.MemoryMessages = 2048
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.Info.Type = "classic"
+	q := &Classic{cfg: cfg, info: cfg.Info, args: cfg.Args, log: cfg.Log.With("queue", cfg.Info.Name), now: cfg.Now, signal: make(chan struct{}, 1), done: make(chan struct{})}
+	idx, rec, err := cfg.Store.OpenQueue(ctx, cfg.Info.Name, cfg.StoreOptions)
+	if err != nil {
+		return nil, fmt.Errorf("queue %q: open storage: %w", cfg.Info.Name, err)
+	}
+	if !cfg.Info.Durable && rec.Count > 0 {
+		// A transient queue starts empty.
+		if err := idx.Purge(); err != nil {
+			return nil, fmt.Errorf("queue %q: clear storage: %w", cfg.Info.Name, err)
+		}
+		rec.Count, rec.Bytes = 0, 0
+	}
+	q.idx = idx
+	q.st = loopState{unacked: map[uint64]*unackedMsg{}, nextSeq: rec.Next, diskCount: rec.Count, diskBytes: rec.Bytes, lastUsed: cfg.Now()}
+	q.refill()
+	q.publishStats()
+	go q.loop()
+	if cfg.Args.Expires > 0 {
+		q.armExpires()
+	}
+	return q, nil
+}
+
+// Info implements Queue.
+func (q *Classic) Info() Info { return q.info }
+
+func (q *Classic) post(c cmd, bytes int64) bool {
+	q.mu.Lock()
+	if q.stopped {
+		q.mu.Unlock()
+		return false
+	}
+	q.inbox = append(q.inbox, c)
+	q.inboxBytes += bytes
+	q.mu.Unlock()
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (q *Classic) call(ctx context.Context, c cmd) (result, error) {
+	c.reply = make(chan result, 1)
+	c.ctx = ctx
+	if !q.post(c, 0) {
+		return result{}, ErrDeleted
+	}
+	select {
+	case r := <-c.reply:
+		return r, r.err
+	case <-ctx.Done():
+		return result{}, ctx.Err()
+	case <-q.done:
+		select {
+		case r := <-c.reply:
+			return r, r.err
+		default:
+		}
+		return result{}, ErrDeleted
+	}
+}
+
+// Publish implements Queue.
+func (q *Classic) Publish(batch []Publish) {
+	var bytes int64
+	for _, p := range batch {
+		bytes += int64(len(p.Msg.Body))
+	}
+	if !q.post(cmd{kind: cPublish, pubs: batch}, bytes) {
+		// A deleted queue confirms nothing it did not take: nack.
+		for _, p := range batch {
+			if p.Confirm != nil {
+				p.Confirm.Confirm([]uint64{p.Tag}, false)
+			}
+		}
+	}
+}
+
+// Throttle implements Queue.
+func (q *Classic) Throttle(ctx context.Context) error {
+	q.mu.Lock()
+	if len(q.inbox) < inboxHighWater && q.inboxBytes < inboxHighWaterBytes || q.stopped {
+		q.mu.Unlock()
+		return nil
+	}
+	if q.drained == nil {
+		q.drained = make(chan struct{})
+	}
+	ch := q.drained
+	q.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-q.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Ack implements Queue.
+func (q *Classic) Ack(seqs []uint64) { q.post(cmd{kind: cAck, seqs: seqs}, 0) }
+
+// Requeue implements Queue.
+func (q *Classic) Requeue(seqs []uint64) { q.post(cmd{kind: cRequeue, seqs: seqs}, 0) }
+
+// Reject implements Queue.
+func (q *Classic) Reject(seqs []uint64) { q.post(cmd{kind: cReject, seqs: seqs}, 0) }
+
+// Consume implements Queue.
+func (q *Classic) Consume(ctx context.Context, c Consumer, opts ConsumeOptions) error {
+	_, err := q.call(ctx, cmd{kind: cConsume, consumer: c, opts: opts})
+	return err
+}
+
+// Cancel implements Queue.
+func (q *Classic) Cancel(c Consumer) { q.post(cmd{kind: cCancel, consumer: c}, 0) }
+
+// Wake implements Queue.
+func (q *Classic) Wake() { q.post(cmd{kind: cWake}, 0) }
+
+// Touch resets the x-expires timer (queue.declare of an existing queue).
+func (q *Classic) Touch() { q.post(cmd{kind: cTouch}, 0) }
+
+// Get implements Queue.
+func (q *Classic) Get(ctx context.Context, noAck bool) (Delivery, bool, error) {
+	r, err := q.call(ctx, cmd{kind: cGet, noAck: noAck})
+	return r.d, r.ok, err
+}
+
+// Purge implements Queue.
+func (q *Classic) Purge(ctx context.Context) (int, error) {
+	r, err := q.call(ctx, cmd{kind: cPurge})
+	return r.n, err
+}
+
+// Delete implements Queue.
+func (q *Classic) Delete(ctx context.Context, ifUnused, ifEmpty bool) (int, error) {
+	r, err := q.call(ctx, cmd{kind: cDelete, ifUnused: ifUnused, ifEmpty: ifEmpty})
+	return r.n, err
+}
+
+// Close implements Queue: a clean stop that keeps the files.
+func (q *Classic) Close(ctx context.Context) error {
+	_, err := q.call(ctx, cmd{kind: cClose})
+	if err == ErrDeleted {
+		return nil
+	}
+	return err
+}
+
+// SetStorage converts the queue's files to opts (queue-version change).
+func (q *Classic) SetStorage(ctx context.Context, opts store.Options) error {
+	_, err := q.call(ctx, cmd{kind: cSetStorage, storeOpt: opts})
+	return err
+}
+
+// StorageVersion is the layout of the queue's files.
+func (q *Classic) StorageVersion() int {
+	r, err := q.call(context.Background(), cmd{kind: cSetStorage})
+	if err != nil {
+		return 0
+	}
+	return r.n
+}
+
+// Stats implements Queue.
+func (q *Classic) Stats() Stats {
+	return Stats{
+		Ready:          int(q.sReady.Load()),
+		Unacked:        int(q.sUnacked.Load()),
+		Consumers:      int(q.sConsumers.Load()),
+		ReadyBytes:     q.sReadyBytes.Load(),
+		UnackedBytes:   q.sUnackedBytes.Load(),
+		Published:      q.sPublished.Load(),
+		Delivered:      q.sDelivered.Load(),
+		Acked:          q.sAcked.Load(),
+		ActiveConsumer: q.sActive.Load(),
+	}
+}
+
+func (q *Classic) publishStats() {
+	s := &q.st
+	q.sReady.Store(int64(len(s.ready) - s.head + s.diskCount))
+	q.sReadyBytes.Store(s.readyBytes + s.diskBytes)
+	q.sUnacked.Store(int64(len(s.unacked)))
+	q.sUnackedBytes.Store(s.unackedB)
+	q.sConsumers.Store(int64(len(s.consumers)))
+	q.sActive.Store(len(s.consumers) > 0)
+}

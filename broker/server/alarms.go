@@ -1,0 +1,77 @@
+package server
+
+import (
+	"context"
+	"runtime/metrics"
+	"syscall"
+	"time"
+)
+
+// Alarms returns the active resource alarms ("memory", "disk").
+func (b *Broker) Alarms() []string {
+	b.alarmMu.Lock()
+	defer b.alarmMu.Unlock()
+	var out []string
+	if b.memAlarm {
+		out = append(out, "memory")
+	}
+	if b.diskAlarm {
+		out = append(out, "disk")
+	}
+	return out
+}
+
+// watchResources raises and clears the memory and disk alarms every second.
+// While an alarm is raised, publishing connections are blocked
+// (connection.blocked), as RabbitMQ does.
+func (b *Broker) watchResources(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	samples := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	for {
+		metrics.Read(samples)
+		heap := int64(samples[0].Value.Uint64())
+		mem := b.memoryLimit > 0 && heap > b.memoryLimit
+		disk := false
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(b.cfg.DataDir, &st); err == nil {
+			free := int64(st.Bavail) * int64(st.Bsize)
+			disk = free < b.cfg.Limits.DiskFreeLimit
+		}
+		b.alarmMu.Lock()
+		changed := mem != b.memAlarm || disk != b.diskAlarm
+		b.memAlarm, b.diskAlarm = mem, disk
+		b.alarmMu.Unlock()
+		if changed {
+			reason := ""
+			switch {
+			case mem && disk:
+				reason = "memory and disk alarms"
+			case mem:
+				reason = "memory alarm"
+			case disk:
+				reason = "disk alarm"
+			}
+			if reason != "" {
+				b.log.Warn("resource alarm raised: blocking publishers", "reason", reason)
+			} else {
+				b.log.Info("resource alarms cleared")
+			}
+			b.AMQP.SetBlocked(reason)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// systemMemory is the machine's total memory in bytes (0 if unknown).
+func systemMemory() int64 {
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		return 0
+	}
+	return int64(si.Totalram) * int64(si.Unit)
+}

@@ -1,0 +1,12 @@
+// Package server assembles one Warren node: it opens the metadata store,
+// bootstraps the default vhost and user on first start, runs a vhost runtime
+// per vhost, and serves AMQP, the stream protocol, the HTTP API and metrics.
+//
+// Startup order: meta, vhosts (queues recover their messages), then listeners,
+// so no client sees a half-recovered node. Shutdown runs in reverse: stop
+// accepting, close client connections (in-flight publishes finish), close
+// vhosts (queues flush and fsync, recording a clean shutdown), close meta.
+//
+// Message ids are node-unique across restarts: the counter starts at the boot
+// time in nanoseconds, so ids handed out after a restart exceed every stored one.
+package server

@@ -1,0 +1,125 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Listener names for Addr.
+const (
+	ListenerAMQP       = "amqp"
+	ListenerHTTP       = "http"
+	ListenerPrometheus = "prometheus"
+	ListenerStream     = "stream"
+)
+
+// Start opens the listeners and serves until Shutdown.
+func (b *Broker) Start(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	b.cancel = cancel
+	ln, err := b.listen(ListenerAMQP, b.cfg.AMQP.Listen)
+	if err != nil {
+		cancel()
+		return err
+	}
+	b.serve(func() error { return b.AMQP.Serve(ctx, ln) }, ListenerAMQP)
+	for _, h := range b.httpServers() {
+		if h.addr == "" {
+			continue
+		}
+		hln, err := b.listen(h.name, h.addr)
+		if err != nil {
+			cancel()
+			b.closeListeners()
+			return err
+		}
+		srv := &http.Server{Handler: h.handler, ReadHeaderTimeout: 10 * time.Second}
+		b.serve(func() error {
+			go func() {
+				<-ctx.Done()
+				sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+				defer c()
+				_ = srv.Shutdown(sctx)
+			}()
+			if err := srv.Serve(hln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		}, h.name)
+	}
+	go b.watchResources(ctx)
+	b.log.Info("warren started", "node", b.cfg.NodeName, "amqp", b.Addr(ListenerAMQP), "http", b.Addr(ListenerHTTP), "prometheus", b.Addr(ListenerPrometheus), "data_dir", b.cfg.DataDir)
+	return nil
+}
+
+func (b *Broker) serve(fn func() error, name string) {
+	b.serveWG.Add(1)
+	go func() {
+		defer b.serveWG.Done()
+		if err := fn(); err != nil {
+			b.log.Error("listener stopped", "listener", name, "err", err)
+		}
+	}()
+}
+
+func (b *Broker) listen(name, addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("server: listen %s on %s: %w", name, addr, err)
+	}
+	b.lnMu.Lock()
+	b.listeners[name] = ln
+	b.lnMu.Unlock()
+	return ln, nil
+}
+
+func (b *Broker) closeListeners() {
+	b.lnMu.Lock()
+	defer b.lnMu.Unlock()
+	for _, ln := range b.listeners {
+		_ = ln.Close()
+	}
+}
+
+// Addr returns a listener's address (useful with port 0), nil if not listening.
+func (b *Broker) Addr(name string) net.Addr {
+	b.lnMu.Lock()
+	defer b.lnMu.Unlock()
+	if ln, ok := b.listeners[name]; ok {
+		return ln.Addr()
+	}
+	return nil
+}
+
+// Shutdown stops accepting, closes client connections, then flushes and
+// closes every vhost and the metadata store.
+func (b *Broker) Shutdown(ctx context.Context) error {
+	if b.cancel != nil {
+		b.cancel()
+	}
+	b.closeListeners()
+	var errs []error
+	if err := b.AMQP.Shutdown(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	b.serveWG.Wait()
+	if b.unsub != nil {
+		b.unsub()
+	}
+	if err := b.closeVhosts(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := b.meta.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+type httpServer struct {
+	name, addr string
+	handler    http.Handler
+}

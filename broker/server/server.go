@@ -1,0 +1,274 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenmq/warren/broker/amqp"
+	"github.com/warrenmq/warren/broker/config"
+	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/vhost"
+)
+
+// Version is the broker's version string.
+const Version = "0.1.0"
+
+// ErrAuth is returned by Authenticate for any refused login.
+var ErrAuth = errors.New("authentication refused")
+
+// Broker is one node.
+type Broker struct {
+	cfg  config.Config
+	log  *slog.Logger
+	meta *meta.Local
+
+	msgID atomic.Uint64
+
+	mu     sync.RWMutex
+	vhosts map[string]*vhost.Vhost
+
+	AMQP *amqp.Server
+
+	lnMu      sync.Mutex
+	listeners map[string]net.Listener
+	cancel    context.CancelFunc
+	serveWG   sync.WaitGroup
+	unsub     func()
+
+	memoryLimit int64
+	alarmMu     sync.Mutex
+	memAlarm    bool
+	diskAlarm   bool
+}
+
+// New opens the node's storage and recovers every vhost. It does not listen.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("server: create data dir: %w", err)
+	}
+	m, err := meta.OpenLocal(ctx, filepath.Join(cfg.DataDir, "meta"))
+	if err != nil {
+		return nil, fmt.Errorf("server: open metadata: %w", err)
+	}
+	b := &Broker{cfg: cfg, log: log, meta: m, vhosts: map[string]*vhost.Vhost{}, listeners: map[string]net.Listener{}}
+	b.msgID.Store(uint64(time.Now().UnixNano()))
+	b.memoryLimit = cfg.Limits.MemoryHighWatermark
+	if b.memoryLimit == 0 {
+		b.memoryLimit = systemMemory() * 4 / 10
+	}
+	if err := b.bootstrap(ctx); err != nil {
+		_ = m.Close()
+		return nil, err
+	}
+	for _, v := range m.Vhosts() {
+		if err := b.startVhost(ctx, v); err != nil {
+			_ = b.closeVhosts(ctx)
+			_ = m.Close()
+			return nil, err
+		}
+	}
+	b.unsub = m.Subscribe(b.onMetaEvent)
+	b.AMQP = amqp.NewServer(amqp.Config{
+		FrameMax:         cfg.AMQP.FrameMax,
+		ChannelMax:       cfg.AMQP.ChannelMax,
+		Heartbeat:        cfg.AMQP.Heartbeat,
+		HandshakeTimeout: cfg.AMQP.HandshakeTimeout,
+		MaxMessageSize:   cfg.Limits.MaxMessageSize,
+		Product:          "Warren",
+		Version:          Version,
+	}, b, log.With("subsystem", "amqp"))
+	return b, nil
+}
+
+// bootstrap creates the default vhost and user on first start.
+func (b *Broker) bootstrap(ctx context.Context) error {
+	if len(b.meta.Vhosts()) > 0 || len(b.meta.Users()) > 0 {
+		return nil
+	}
+	a := b.cfg.Auth
+	if err := b.meta.PutVhost(ctx, meta.Vhost{Name: a.DefaultVhost, Description: "Default virtual host"}); err != nil {
+		return fmt.Errorf("server: create default vhost: %w", err)
+	}
+	if a.DefaultUser == "" {
+		return nil
+	}
+	hash, err := meta.HashPassword(a.DefaultPass)
+	if err != nil {
+		return fmt.Errorf("server: hash default password: %w", err)
+	}
+	if err := b.meta.PutUser(ctx, meta.User{Name: a.DefaultUser, PasswordHash: hash, HashingAlgorithm: "rabbit_password_hashing_sha256", Tags: []string{"administrator"}}); err != nil {
+		return fmt.Errorf("server: create default user: %w", err)
+	}
+	if err := b.meta.PutPermission(ctx, meta.Permission{User: a.DefaultUser, Vhost: a.DefaultVhost, Configure: ".*", Write: ".*", Read: ".*"}); err != nil {
+		return fmt.Errorf("server: grant default permissions: %w", err)
+	}
+	return nil
+}
+
+func (b *Broker) vhostDir(name string) string {
+	return filepath.Join(b.cfg.DataDir, "vhosts", vhostDirName(name))
+}
+
+// vhostDirName encodes a vhost name as a directory name.
+func vhostDirName(name string) string {
+	var sb strings.Builder
+	for _, r := range name {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			sb.WriteRune(r)
+		} else {
+			fmt.Fprintf(&sb, "%%%02X", r)
+		}
+	}
+	if sb.Len() == 0 {
+		return "%"
+	}
+	return sb.String()
+}
+
+func (b *Broker) startVhost(ctx context.Context, mv meta.Vhost) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if v, ok := b.vhosts[mv.Name]; ok {
+		v.UpdateSettings(ctx, mv)
+		return nil
+	}
+	v, err := vhost.Open(ctx, vhost.Config{
+		Name:         mv.Name,
+		Dir:          b.vhostDir(mv.Name),
+		Meta:         b.meta,
+		Defaults:     b.cfg.Storage,
+		NewMessageID: b.NewMessageID,
+		Log:          b.log,
+	})
+	if err != nil {
+		return fmt.Errorf("server: start vhost %q: %w", mv.Name, err)
+	}
+	b.vhosts[mv.Name] = v
+	return nil
+}
+
+func (b *Broker) stopVhost(ctx context.Context, name string, removeFiles bool) {
+	b.mu.Lock()
+	v, ok := b.vhosts[name]
+	delete(b.vhosts, name)
+	b.mu.Unlock()
+	if !ok {
+		return
+	}
+	if err := v.Close(ctx); err != nil {
+		b.log.Warn("close vhost", "vhost", name, "err", err)
+	}
+	if removeFiles {
+		if err := os.RemoveAll(b.vhostDir(name)); err != nil {
+			b.log.Warn("remove vhost files", "vhost", name, "err", err)
+		}
+	}
+}
+
+func (b *Broker) onMetaEvent(e meta.Event) {
+	ctx := context.Background()
+	switch e.Kind {
+	case meta.VhostPut:
+		if mv, ok := b.meta.Vhost(e.Name); ok {
+			if err := b.startVhost(ctx, mv); err != nil {
+				b.log.Error("start vhost", "vhost", e.Name, "err", err)
+			}
+		}
+	case meta.VhostDeleted:
+		go b.stopVhost(ctx, e.Name, true)
+	case meta.PolicyPut, meta.PolicyDeleted:
+		b.mu.RLock()
+		v := b.vhosts[e.Vhost]
+		b.mu.RUnlock()
+		if v != nil {
+			go v.PoliciesChanged(ctx)
+		}
+	}
+}
+
+// NewMessageID implements amqp.Backend.
+func (b *Broker) NewMessageID() uint64 { return b.msgID.Add(1) }
+
+// Meta returns the metadata store.
+func (b *Broker) Meta() meta.Store { return b.meta }
+
+// Config returns the node's configuration.
+func (b *Broker) Config() config.Config { return b.cfg }
+
+// Vhost implements amqp.Backend.
+func (b *Broker) Vhost(name string) (*vhost.Vhost, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	v, ok := b.vhosts[name]
+	return v, ok
+}
+
+// VhostList returns the running vhosts.
+func (b *Broker) VhostList() []*vhost.Vhost {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := make([]*vhost.Vhost, 0, len(b.vhosts))
+	for _, v := range b.vhosts {
+		out = append(out, v)
+	}
+	return out
+}
+
+// Permission implements amqp.Backend.
+func (b *Broker) Permission(user, vhost string) (meta.Permission, bool) {
+	return b.meta.Permission(vhost, user)
+}
+
+// Authenticate implements amqp.Backend: password check plus the loopback
+// restriction for users in auth.loopback_users.
+func (b *Broker) Authenticate(user, password string, remote net.Addr) error {
+	u, ok := b.meta.User(user)
+	if !ok || !u.CheckPassword(password) {
+		return fmt.Errorf("%w: user '%s'", ErrAuth, user)
+	}
+	for _, lu := range b.cfg.Auth.LoopbackUsers {
+		if lu == user && !isLoopback(remote) {
+			return fmt.Errorf("%w: user '%s' can only connect via localhost", ErrAuth, user)
+		}
+	}
+	return nil
+}
+
+func isLoopback(a net.Addr) bool {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	return false
+}
+
+func (b *Broker) closeVhosts(ctx context.Context) error {
+	b.mu.Lock()
+	vs := b.vhosts
+	b.vhosts = map[string]*vhost.Vhost{}
+	b.mu.Unlock()
+	var errs []error
+	for _, v := range vs {
+		if err := v.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,13 @@
+// Package vhost is the runtime of one virtual host: its exchanges and
+// bindings (a routing.Table), its queues, its storage (a store.VhostStore) and
+// its effective storage settings. Protocol servers (AMQP, stream) and the HTTP
+// API act on a vhost through this package; durable definitions are written to
+// the meta store before they take effect, so a restart recovers them.
+//
+// Errors wrap the package's sentinel errors (ErrNotFound, ErrPrecondition,
+// ErrResourceLocked, ErrAccessRefused, ErrNotAllowed) with RabbitMQ's wording,
+// e.g. "no queue 'q' in vhost '/'", so each protocol maps them to its codes.
+//
+// Lock order: Vhost.mu, then a queue's own locks (never the reverse: queues
+// call back into the vhost only through Host methods that do not block).
+package vhost

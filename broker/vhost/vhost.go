@@ -1,0 +1,345 @@
+package vhost
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/warrenmq/warren/broker/config"
+	"github.com/warrenmq/warren/broker/message"
+	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/queue"
+	"github.com/warrenmq/warren/broker/routing"
+	"github.com/warrenmq/warren/broker/store"
+)
+
+// Config is what a vhost runtime needs.
+type Config struct {
+	Name string
+	// Dir is this vhost's storage directory.
+	Dir  string
+	Meta meta.Store
+	// Defaults are the node-wide storage defaults the vhost settings override.
+	Defaults config.Storage
+	// NewMessageID returns node-unique message ids.
+	NewMessageID func() uint64
+	Log          *slog.Logger
+}
+
+// Settings are a vhost's effective storage settings.
+type Settings struct {
+	QueueVersion         int
+	EmbedMessagesBelow   int
+	StreamReadAhead      bool
+	StreamReadAheadLimit int
+	DefaultQueueType     string
+}
+
+// Vhost is one virtual host's runtime. Safe for concurrent use.
+type Vhost struct {
+	cfg      Config
+	log      *slog.Logger
+	routes   *routing.Table
+	store    *store.VhostStore
+	settings atomic.Pointer[Settings]
+
+	mu     sync.RWMutex
+	queues map[string]*queueEntry
+	closed bool
+	// convertMu serialises queue-version conversions: one queue at a time.
+	convertMu sync.Mutex
+}
+
+type queueEntry struct {
+	q     queue.Queue
+	owner uint64 // connection id of an exclusive queue's owner, 0 otherwise
+}
+
+// Open starts a vhost runtime and recovers its durable exchanges, queues and
+// bindings from the meta store.
+func Open(ctx context.Context, cfg Config) (*Vhost, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	st, err := store.OpenVhost(ctx, cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("vhost %q: open store: %w", cfg.Name, err)
+	}
+	v := &Vhost{
+		cfg:    cfg,
+		log:    cfg.Log.With("vhost", cfg.Name),
+		routes: routing.NewTable(),
+		store:  st,
+		queues: map[string]*queueEntry{},
+	}
+	mv, _ := cfg.Meta.Vhost(cfg.Name)
+	v.settings.Store(v.effective(mv))
+	if err := v.recover(ctx); err != nil {
+		_ = v.Close(ctx)
+		return nil, err
+	}
+	return v, nil
+}
+
+// Name is the vhost's name.
+func (v *Vhost) Name() string { return v.cfg.Name }
+
+// Settings returns the effective storage settings.
+func (v *Vhost) Settings() Settings { return *v.settings.Load() }
+
+// Routes exposes the routing table (read-only use: listing).
+func (v *Vhost) Routes() *routing.Table { return v.routes }
+
+// Store exposes the vhost's storage (for stats).
+func (v *Vhost) Store() *store.VhostStore { return v.store }
+
+func (v *Vhost) effective(mv meta.Vhost) *Settings {
+	d := v.cfg.Defaults
+	s := &Settings{
+		QueueVersion:         d.QueueVersion,
+		EmbedMessagesBelow:   d.EmbedMessagesBelow,
+		StreamReadAhead:      d.StreamReadAhead,
+		StreamReadAheadLimit: d.StreamReadAheadLimit,
+		DefaultQueueType:     "classic",
+	}
+	if mv.Storage.QueueVersion != 0 {
+		s.QueueVersion = mv.Storage.QueueVersion
+	}
+	if mv.Storage.EmbedMessagesBelow != 0 {
+		s.EmbedMessagesBelow = mv.Storage.EmbedMessagesBelow
+	}
+	if mv.Storage.StreamReadAhead != nil {
+		s.StreamReadAhead = *mv.Storage.StreamReadAhead
+	}
+	if mv.Storage.StreamReadAheadLimit != 0 {
+		s.StreamReadAheadLimit = mv.Storage.StreamReadAheadLimit
+	}
+	if mv.DefaultQueueType != "" {
+		s.DefaultQueueType = mv.DefaultQueueType
+	}
+	return s
+}
+
+func (v *Vhost) recover(ctx context.Context) error {
+	for _, e := range v.cfg.Meta.Exchanges(v.cfg.Name) {
+		kind, err := routing.ParseKind(e.Type)
+		if err != nil {
+			v.log.Warn("skipping stored exchange with unknown type", "exchange", e.Name, "type", e.Type)
+			continue
+		}
+		if _, _, err := v.routes.DeclareExchange(exchangeFromMeta(e, kind)); err != nil {
+			return fmt.Errorf("vhost %q: recover exchange %q: %w", v.cfg.Name, e.Name, err)
+		}
+	}
+	for _, mq := range v.cfg.Meta.Queues(v.cfg.Name) {
+		args, err := queue.ParseArgs(mq.Arguments)
+		if err != nil {
+			v.log.Warn("skipping stored queue with invalid arguments", "queue", mq.Name, "err", err)
+			continue
+		}
+		q, err := v.openQueue(ctx, queue.Info{Vhost: v.cfg.Name, Name: mq.Name, Type: mq.Type, Durable: true, AutoDelete: mq.AutoDelete, Args: mq.Arguments}, args)
+		if err != nil {
+			return fmt.Errorf("vhost %q: recover queue %q: %w", v.cfg.Name, mq.Name, err)
+		}
+		v.queues[mq.Name] = &queueEntry{q: q}
+		v.routes.AddQueue(mq.Name)
+	}
+	for _, b := range v.cfg.Meta.Bindings(v.cfg.Name) {
+		if err := v.routes.Bind(bindingFromMeta(b)); err != nil {
+			v.log.Warn("skipping stored binding", "source", b.Source, "destination", b.Destination, "err", err)
+		}
+	}
+	return nil
+}
+
+func exchangeFromMeta(e meta.Exchange, kind routing.Kind) routing.Exchange {
+	ae, _ := e.Arguments["alternate-exchange"].(string)
+	return routing.Exchange{Name: e.Name, Kind: kind, Durable: e.Durable, AutoDelete: e.AutoDelete, Internal: e.Internal, Args: e.Arguments, AlternateExchange: ae}
+}
+
+func bindingFromMeta(b meta.Binding) routing.Binding {
+	return routing.Binding{Source: b.Source, Destination: b.Destination, ToExchange: b.DestinationType == "exchange", Key: b.RoutingKey, Args: b.Arguments}
+}
+
+func bindingToMeta(vhost string, b routing.Binding) meta.Binding {
+	dt := "queue"
+	if b.ToExchange {
+		dt = "exchange"
+	}
+	return meta.Binding{Vhost: vhost, Source: b.Source, Destination: b.Destination, DestinationType: dt, RoutingKey: b.Key, Arguments: b.Args}
+}
+
+func (v *Vhost) storeOptions(args queue.Args) store.Options {
+	s := v.Settings()
+	ver := s.QueueVersion
+	if args.QueueVersion != 0 {
+		ver = args.QueueVersion
+	}
+	return store.Options{Version: ver, EmbedBelow: s.EmbedMessagesBelow}
+}
+
+func (v *Vhost) openQueue(ctx context.Context, info queue.Info, args queue.Args) (queue.Queue, error) {
+	if info.Type == "" {
+		info.Type = "classic"
+	}
+	switch info.Type {
+	case "classic":
+	default:
+		return nil, errorf(ErrPrecondition, "queue type '%s' is not supported by this node yet", info.Type)
+	}
+	opts := v.storeOptions(args)
+	if args.QueueVersion == 0 {
+		if ver := v.policyQueueVersion(info.Name); ver != 0 {
+			opts.Version = ver
+		}
+	}
+	q, err := queue.OpenClassic(ctx, queue.ClassicConfig{
+		Info:           info,
+		Args:           args,
+		Store:          v.store,
+		StoreOptions:   opts,
+		MemoryMessages: v.cfg.Defaults.QueueMemoryMessages,
+		Host:           host{v},
+		Log:            v.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// policyQueueVersion is the queue-version of the policy matching the queue, 0 when none.
+func (v *Vhost) policyQueueVersion(name string) int {
+	p, ok := meta.MatchPolicy(v.cfg.Meta.Policies(v.cfg.Name), name, "queue")
+	if !ok {
+		return 0
+	}
+	switch n := p.Definition["queue-version"].(type) {
+	case float64:
+		return int(n)
+	case int:
+		return n
+	case int64:
+		return int(n)
+	}
+	return 0
+}
+
+// NewServerName returns a server-generated queue name (amq.gen-...).
+func NewServerName() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "amq.gen-" + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// Close stops every queue (clean shutdown) and closes the store.
+func (v *Vhost) Close(ctx context.Context) error {
+	v.mu.Lock()
+	if v.closed {
+		v.mu.Unlock()
+		return nil
+	}
+	v.closed = true
+	qs := make([]queue.Queue, 0, len(v.queues))
+	for _, e := range v.queues {
+		qs = append(qs, e.q)
+	}
+	v.mu.Unlock()
+	var errs []error
+	var wg sync.WaitGroup
+	var emu sync.Mutex
+	for _, q := range qs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := q.Close(ctx); err != nil && !errors.Is(err, queue.ErrStopped) {
+				emu.Lock()
+				errs = append(errs, err)
+				emu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := v.store.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// host implements queue.Host for the vhost's queues.
+type host struct{ v *Vhost }
+
+func (h host) NewMessageID() uint64 { return h.v.cfg.NewMessageID() }
+
+func (h host) DeadLetter(exchange string, msgs []*message.Message) {
+	var dst []queue.Queue
+	for _, m := range msgs {
+		var err error
+		dst, err = h.v.Route(exchange, m.RoutingKey, nil, dst[:0])
+		if err != nil {
+			continue
+		}
+		for _, q := range dst {
+			q.Publish([]queue.Publish{{Msg: m}})
+		}
+	}
+}
+
+func (h host) Expired(q queue.Queue) {
+	go func() {
+		_, err := h.v.DeleteQueue(context.Background(), q.Info().Name, QueueDeleteOptions{Force: true})
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			h.v.log.Warn("auto-delete queue", "queue", q.Info().Name, "err", err)
+		}
+	}()
+}
+
+func reservedName(name string) bool { return strings.HasPrefix(name, "amq.") }
+
+// UpdateSettings applies a changed vhost record: new storage settings take
+// effect at once; a changed queue version converts each classic queue's
+// files, one queue at a time, in the background.
+func (v *Vhost) UpdateSettings(ctx context.Context, mv meta.Vhost) {
+	old := v.settings.Load()
+	next := v.effective(mv)
+	v.settings.Store(next)
+	if old.QueueVersion != next.QueueVersion || old.EmbedMessagesBelow != next.EmbedMessagesBelow {
+		go v.convertQueues(context.WithoutCancel(ctx))
+	}
+}
+
+// PoliciesChanged re-applies policies that affect storage (queue-version).
+func (v *Vhost) PoliciesChanged(ctx context.Context) {
+	v.convertQueues(ctx)
+}
+
+// convertQueues brings every classic queue to its effective storage options.
+func (v *Vhost) convertQueues(ctx context.Context) {
+	v.convertMu.Lock()
+	defer v.convertMu.Unlock()
+	for _, q := range v.Queues() {
+		c, ok := q.(*queue.Classic)
+		if !ok {
+			continue
+		}
+		args, err := queue.ParseArgs(q.Info().Args)
+		if err != nil {
+			continue
+		}
+		opts := v.storeOptions(args)
+		if args.QueueVersion == 0 {
+			if ver := v.policyQueueVersion(q.Info().Name); ver != 0 {
+				opts.Version = ver
+			}
+		}
+		if err := c.SetStorage(ctx, opts); err != nil {
+			v.log.Warn("convert queue storage", "queue", q.Info().Name, "err", err)
+		}
+	}
+}

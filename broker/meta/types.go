@@ -91,9 +91,10 @@ const (
 	Read
 )
 
-// CheckPermission applies RabbitMQ's rules: the pattern must match the whole
-// resource name (it is anchored); an empty pattern denies. The default
-// exchange ("") is treated as "amq.default".
+// CheckPermission applies RabbitMQ's rules: the pattern is a regular
+// expression searched in the resource name (anchor it with ^...$ to match
+// whole names); an empty pattern denies. The default exchange ("") is
+// checked as "amq.default".
 func CheckPermission(p Permission, kind Access, resource string) bool {
 	var pat string
 	switch kind {
@@ -113,7 +114,7 @@ func CheckPermission(p Permission, kind Access, resource string) bool {
 	if resource == "" {
 		resource = "amq.default"
 	}
-	re, err := regexp.Compile("^(?:" + pat + ")$")
+	re, err := regexp.Compile(pat)
 	if err != nil {
 		return false
 	}

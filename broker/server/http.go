@@ -1,10 +1,54 @@
 package server
 
-import "net/http"
+import (
+	"github.com/prometheus/client_golang/prometheus"
 
-// httpServers lists the HTTP listeners (management API and metrics).
+	"github.com/warrenmq/warren/broker/amqp"
+	"github.com/warrenmq/warren/broker/mgmt"
+)
+
+// httpServers lists the HTTP listeners: the management API and metrics.
 func (b *Broker) httpServers() []httpServer {
-	return nil
+	reg := prometheus.NewRegistry()
+	mgmt.NewMetrics(reg, b)
+	return []httpServer{
+		{name: ListenerHTTP, addr: b.cfg.HTTP.Listen, handler: mgmt.NewServer(b, b.log.With("subsystem", "http")).Handler()},
+		{name: ListenerPrometheus, addr: b.cfg.Prometheus.Listen, handler: mgmt.MetricsHandler(reg)},
+	}
 }
 
-var _ = http.StatusOK
+var _ mgmt.Broker = (*Broker)(nil)
+
+// NodeName implements mgmt.Broker.
+func (b *Broker) NodeName() string { return b.cfg.NodeName }
+
+// Version implements mgmt.Broker.
+func (b *Broker) Version() string { return Version }
+
+// Connections implements mgmt.Broker.
+func (b *Broker) Connections() []amqp.ConnectionInfo { return b.AMQP.Connections() }
+
+// Channels implements mgmt.Broker.
+func (b *Broker) Channels() []amqp.ChannelInfo { return b.AMQP.Channels() }
+
+// CloseConnection implements mgmt.Broker.
+func (b *Broker) CloseConnection(name, reason string) error {
+	return b.AMQP.CloseConnection(name, reason)
+}
+
+// Counters implements mgmt.Broker.
+func (b *Broker) Counters() *amqp.Counters { return &b.AMQP.Counters }
+
+// Listeners implements mgmt.Broker.
+func (b *Broker) Listeners() map[string]string {
+	b.lnMu.Lock()
+	defer b.lnMu.Unlock()
+	out := map[string]string{}
+	for name, ln := range b.listeners {
+		out[name] = ln.Addr().String()
+	}
+	return out
+}
+
+// Ready implements mgmt.Broker: recovered and listening.
+func (b *Broker) Ready() bool { return b.ready.Load() }

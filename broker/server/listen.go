@@ -52,6 +52,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		}, h.name)
 	}
 	go b.watchResources(ctx)
+	b.ready.Store(true)
 	b.log.Info("warren started", "node", b.cfg.NodeName, "amqp", b.Addr(ListenerAMQP), "http", b.Addr(ListenerHTTP), "prometheus", b.Addr(ListenerPrometheus), "data_dir", b.cfg.DataDir)
 	return nil
 }
@@ -98,6 +99,7 @@ func (b *Broker) Addr(name string) net.Addr {
 // Shutdown stops accepting, closes client connections, then flushes and
 // closes every vhost and the metadata store.
 func (b *Broker) Shutdown(ctx context.Context) error {
+	b.ready.Store(false)
 	if b.cancel != nil {
 		b.cancel()
 	}

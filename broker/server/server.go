@@ -44,6 +44,7 @@ type Broker struct {
 	serveWG   sync.WaitGroup
 	unsub     func()
 
+	ready       atomic.Bool
 	memoryLimit int64
 	alarmMu     sync.Mutex
 	memAlarm    bool

@@ -1,0 +1,556 @@
+package mgmt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	amqp "github.com/warrenmq/warren/broker/amqp"
+	"github.com/warrenmq/warren/broker/message"
+	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/queue"
+	"github.com/warrenmq/warren/broker/routing"
+	"github.com/warrenmq/warren/broker/vhost"
+)
+
+func (s *Server) vhostsFor(r *http.Request, w http.ResponseWriter) ([]*vhost.Vhost, bool) {
+	if name, ok := vhostFilter(r); ok {
+		v, ok := s.vhostOr404(w, name)
+		if !ok {
+			return nil, false
+		}
+		return []*vhost.Vhost{v}, true
+	}
+	vs := s.b.VhostList()
+	sort.Slice(vs, func(i, j int) bool { return vs[i].Name() < vs[j].Name() })
+	return vs, true
+}
+
+func (s *Server) queueJSON(q queue.Queue) map[string]any {
+	info, st := q.Info(), q.Stats()
+	args := info.Args
+	if args == nil {
+		args = map[string]any{}
+	}
+	return map[string]any{
+		"name":                         info.Name,
+		"vhost":                        info.Vhost,
+		"type":                         info.Type,
+		"durable":                      info.Durable,
+		"auto_delete":                  info.AutoDelete,
+		"exclusive":                    info.Exclusive,
+		"arguments":                    args,
+		"messages":                     st.Ready + st.Unacked,
+		"messages_ready":               st.Ready,
+		"messages_unacknowledged":      st.Unacked,
+		"message_bytes":                st.ReadyBytes + st.UnackedBytes,
+		"message_bytes_ready":          st.ReadyBytes,
+		"message_bytes_unacknowledged": st.UnackedBytes,
+		"consumers":                    st.Consumers,
+		"memory":                       st.MemoryBytes,
+		"state":                        "running",
+		"node":                         s.b.NodeName(),
+		"single_active_consumer_tag":   nil,
+		"message_stats": map[string]any{
+			"publish":     st.Published,
+			"deliver_get": st.Delivered,
+			"ack":         st.Acked,
+		},
+	}
+}
+
+func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, u meta.User) {
+	vs, ok := s.vhostsFor(r, w)
+	if !ok {
+		return
+	}
+	out := []map[string]any{}
+	for _, v := range vs {
+		qs := v.Queues()
+		sort.Slice(qs, func(i, j int) bool { return qs[i].Info().Name < qs[j].Info().Name })
+		for _, q := range qs {
+			out = append(out, s.queueJSON(q))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, u meta.User) {
+	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
+	if !ok {
+		return
+	}
+	q, err := v.Queue(pv(r, "name"), 0)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.queueJSON(q))
+}
+
+func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, u meta.User) {
+	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
+	if !ok {
+		return
+	}
+	var body struct {
+		Durable    *bool          `json:"durable"`
+		AutoDelete bool           `json:"auto_delete"`
+		Arguments  map[string]any `json:"arguments"`
+		Type       string         `json:"type"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		writeErr(w, err)
+		return
+	}
+	args, _ := normalizeNumbers(body.Arguments).(map[string]any)
+	if body.Type != "" {
+		if args == nil {
+			args = map[string]any{}
+		}
+		args["x-queue-type"] = body.Type
+	}
+	durable := body.Durable == nil || *body.Durable
+	_, created, err := v.DeclareQueue(r.Context(), vhost.QueueDecl{Name: pv(r, "name"), Durable: durable, AutoDelete: body.AutoDelete, Args: args})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if created {
+		w.WriteHeader(http.StatusCreated)
+	} else {
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request, u meta.User) {
+	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
+	if !ok {
+		return
+	}
+	qv := r.URL.Query()
+	_, err := v.DeleteQueue(r.Context(), pv(r, "name"), vhost.QueueDeleteOptions{IfUnused: qv.Get("if-unused") == "true", IfEmpty: qv.Get("if-empty") == "true", Force: true})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, u meta.User) {
+	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
+	if !ok {
+		return
+	}
+	q, err := v.Queue(pv(r, "name"), 0)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if _, err := q.Purge(r.Context()); err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func exchangeJSON(vh string, x routing.Exchange) map[string]any {
+	args := x.Args
+	if args == nil {
+		args = map[string]any{}
+	}
+	return map[string]any{"name": x.Name, "vhost": vh, "type": x.Kind.String(), "durable": x.Durable, "auto_delete": x.AutoDelete, "internal": x.Internal, "arguments": args}
+}
+
+func (s *Server) listExchanges(w http.ResponseWriter, r *http.Request, u meta.User) {
+	vs, ok := s.vhostsFor(r, w)
+	if !ok {
+		return
+	}
+	out := []map[string]any{}
+	for _, v := range vs {
+		for _, x := range v.Routes().Exchanges() {
+			out = append(out, exchangeJSON(v.Name(), x))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getExchange(w http.ResponseWriter, r *http.Request, u meta.User) {
+	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
+	if !ok {
+		return
+	}
+	x, err := v.Exchange(exchangeName(pv(r, "name")))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, exchangeJSON(v.Name(), x))
+}
+
+// exchangeName maps the API's name for the default exchange.
+func exchangeName(n string) string {
+	if n == "amq.default" {
+		return ""
+	}
+	return n
+}
+
+func (s *Server) putExchange(w http.ResponseWriter, r *http.Request, u meta.User) {
+	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
+	if !ok {
+		return
+	}
+	var body struct {
+		Type       string         `json:"type"`
+		Durable    *bool          `json:"durable"`
+		AutoDelete bool           `json:"auto_delete"`
+		Internal   bool           `json:"internal"`
+		Arguments  map[string]any `json:"arguments"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		writeErr(w, err)
+		return
+	}
+	args, _ := normalizeNumbers(body.Arguments).(map[string]any)
+	name := pv(r, "name")
+	_, existed := v.Routes().Exchange(name)
+	err := v.DeclareExchange(r.Context(), vhost.ExchangeDecl{Name: name, Type: body.Type, Durable: body.Durable == nil || *body.Durable, AutoDelete: body.AutoDelete, Internal: body.Internal, Args: args})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if existed {
+		w.WriteHeader(http.StatusNoContent)
+	} else {
+		w.WriteHeader(http.StatusCreated)
+	}
+}
+
+func (s *Server) deleteExchange(w http.ResponseWriter, r *http.Request, u meta.User) {
+	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
+	if !ok {
+		return
+	}
+	if err := v.DeleteExchange(r.Context(), pv(r, "name"), r.URL.Query().Get("if-unused") == "true"); err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// propertiesKey is RabbitMQ's binding id within its source and destination.
+func propertiesKey(b routing.Binding) string {
+	if len(b.Args) == 0 {
+		if b.Key == "" {
+			return "~"
+		}
+		return url.PathEscape(b.Key)
+	}
+	return url.PathEscape(b.Key) + "~" + strconv.Itoa(len(b.Args))
+}
+
+func bindingJSON(vh string, b routing.Binding) map[string]any {
+	dt := "queue"
+	if b.ToExchange {
+		dt = "exchange"
+	}
+	args := b.Args
+	if args == nil {
+		args = map[string]any{}
+	}
+	return map[string]any{"source": b.Source, "vhost": vh, "destination": b.Destination, "destination_type": dt, "routing_key": b.Key, "arguments": args, "properties_key": propertiesKey(b)}
+}
+
+// bindingsOf lists a vhost's bindings, the default exchange's implicit ones included.
+func bindingsOf(v *vhost.Vhost) []map[string]any {
+	var out []map[string]any
+	qs := v.Queues()
+	sort.Slice(qs, func(i, j int) bool { return qs[i].Info().Name < qs[j].Info().Name })
+	for _, q := range qs {
+		out = append(out, bindingJSON(v.Name(), routing.Binding{Source: "", Destination: q.Info().Name, Key: q.Info().Name}))
+	}
+	for _, b := range v.Routes().Bindings() {
+		out = append(out, bindingJSON(v.Name(), b))
+	}
+	return out
+}
+
+func (s *Server) listBindings(w http.ResponseWriter, r *http.Request, u meta.User) {
+	vs, ok := s.vhostsFor(r, w)
+	if !ok {
+		return
+	}
+	out := []map[string]any{}
+	for _, v := range vs {
+		out = append(out, bindingsOf(v)...)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) listBindingsBetween(w http.ResponseWriter, r *http.Request, u meta.User) {
+	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
+	if !ok {
+		return
+	}
+	src := exchangeName(pv(r, "exchange"))
+	dst, toX := pv(r, "queue"), false
+	if dst == "" {
+		dst, toX = pv(r, "dest"), true
+	}
+	out := []map[string]any{}
+	for _, b := range v.Routes().Bindings() {
+		if b.Source == src && b.Destination == dst && b.ToExchange == toX {
+			out = append(out, bindingJSON(v.Name(), b))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) postBinding(w http.ResponseWriter, r *http.Request, u meta.User) {
+	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
+	if !ok {
+		return
+	}
+	var body struct {
+		RoutingKey string         `json:"routing_key"`
+		Arguments  map[string]any `json:"arguments"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		writeErr(w, err)
+		return
+	}
+	args, _ := normalizeNumbers(body.Arguments).(map[string]any)
+	b := routing.Binding{Source: pv(r, "exchange"), Key: body.RoutingKey, Args: args}
+	if q := pv(r, "queue"); q != "" {
+		b.Destination = q
+	} else {
+		b.Destination, b.ToExchange = pv(r, "dest"), true
+	}
+	if err := v.Bind(r.Context(), b); err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set("Location", propertiesKey(b))
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (s *Server) deleteBinding(w http.ResponseWriter, r *http.Request, u meta.User) {
+	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
+	if !ok {
+		return
+	}
+	src := pv(r, "exchange")
+	dst, toX := pv(r, "queue"), false
+	if dst == "" {
+		dst, toX = pv(r, "dest"), true
+	}
+	props := pv(r, "props")
+	for _, b := range v.Routes().Bindings() {
+		if b.Source == src && b.Destination == dst && b.ToExchange == toX && propertiesKey(b) == url.PathEscape(props) || (b.Source == src && b.Destination == dst && b.ToExchange == toX && propertiesKey(b) == props) {
+			if err := v.Unbind(r.Context(), b); err != nil {
+				writeErr(w, err)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, "not_found", "Object Not Found")
+}
+
+func connectionJSON(c amqp.ConnectionInfo, node string) map[string]any {
+	props := c.ClientProps
+	if props == nil {
+		props = map[string]any{}
+	}
+	return map[string]any{
+		"name": c.Name, "user": c.User, "vhost": c.Vhost, "host": c.Host, "port": c.Port,
+		"peer_host": c.PeerHost, "peer_port": c.PeerPort, "channels": c.Channels, "state": c.State,
+		"connected_at": c.ConnectedAt.UnixMilli(), "client_properties": props, "frame_max": c.FrameMax,
+		"channel_max": c.ChannelMax, "timeout": int(c.Heartbeat / time.Second), "protocol": "AMQP 0-9-1",
+		"node": node, "type": "network", "recv_oct": c.RecvOct, "send_oct": c.SendOct,
+	}
+}
+
+func (s *Server) listConnections(w http.ResponseWriter, r *http.Request, u meta.User) {
+	out := []map[string]any{}
+	for _, c := range s.b.Connections() {
+		out = append(out, connectionJSON(c, s.b.NodeName()))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getConnection(w http.ResponseWriter, r *http.Request, u meta.User) {
+	name := pv(r, "name")
+	for _, c := range s.b.Connections() {
+		if c.Name == name {
+			writeJSON(w, http.StatusOK, connectionJSON(c, s.b.NodeName()))
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, "not_found", "Object Not Found")
+}
+
+func (s *Server) deleteConnection(w http.ResponseWriter, r *http.Request, u meta.User) {
+	err := s.b.CloseConnection(pv(r, "name"), r.Header.Get("X-Reason"))
+	if errors.Is(err, amqp.ErrNoConnection) {
+		writeError(w, http.StatusNotFound, "not_found", "Object Not Found")
+		return
+	}
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) listChannels(w http.ResponseWriter, r *http.Request, u meta.User) {
+	out := []map[string]any{}
+	chs := s.b.Channels()
+	sort.Slice(chs, func(i, j int) bool {
+		if chs[i].Connection != chs[j].Connection {
+			return chs[i].Connection < chs[j].Connection
+		}
+		return chs[i].Number < chs[j].Number
+	})
+	for _, c := range chs {
+		out = append(out, map[string]any{
+			"name": fmt.Sprintf("%s (%d)", c.Connection, c.Number), "number": c.Number,
+			"connection_details": map[string]any{"name": c.Connection}, "user": c.User, "vhost": c.Vhost,
+			"consumer_count": c.Consumers, "messages_unacknowledged": c.Unacked, "messages_unconfirmed": c.UnconfirmedLen,
+			"prefetch_count": c.PrefetchCount, "global_prefetch_count": c.GlobalPrefetch,
+			"confirm": c.Confirm, "transactional": c.Transactional, "node": s.b.NodeName(), "state": "running",
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) overview(w http.ResponseWriter, r *http.Request, u meta.User) {
+	var queues, consumers, ready, unacked, exchanges int
+	for _, v := range s.b.VhostList() {
+		exchanges += len(v.Routes().Exchanges())
+		for _, q := range v.Queues() {
+			st := q.Stats()
+			queues++
+			consumers += st.Consumers
+			ready += st.Ready
+			unacked += st.Unacked
+		}
+	}
+	chans := len(s.b.Channels())
+	c := s.b.Counters()
+	var listeners []map[string]any
+	for proto, addr := range s.b.Listeners() {
+		host, port, _ := net.SplitHostPort(addr)
+		p, _ := strconv.Atoi(port)
+		listeners = append(listeners, map[string]any{"node": s.b.NodeName(), "protocol": proto, "ip_address": host, "port": p})
+	}
+	sort.Slice(listeners, func(i, j int) bool { return listeners[i]["protocol"].(string) < listeners[j]["protocol"].(string) })
+	writeJSON(w, http.StatusOK, map[string]any{
+		"management_version": s.b.Version(),
+		"rabbitmq_version":   "3.13.0",
+		"product_name":       "Warren",
+		"product_version":    s.b.Version(),
+		"node":               s.b.NodeName(),
+		"cluster_name":       "warren",
+		"object_totals":      map[string]any{"connections": len(s.b.Connections()), "channels": chans, "exchanges": exchanges, "queues": queues, "consumers": consumers},
+		"queue_totals":       map[string]any{"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked},
+		"message_stats": map[string]any{
+			"publish": c.Published.Load(), "deliver_get": c.Delivered.Load(), "ack": c.Acked.Load(),
+			"confirm": c.Confirmed.Load(), "return_unroutable": c.Returned.Load(), "redeliver": c.Redelivered.Load(),
+		},
+		"listeners": listeners,
+	})
+}
+
+func (s *Server) healthAlarms(w http.ResponseWriter, r *http.Request, u meta.User) {
+	if a := s.b.Alarms(); len(a) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "failed", "reason": "resource alarm(s) in effect: " + strings.Join(a, ", "), "alarms": a})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) healthVhosts(w http.ResponseWriter, r *http.Request, u meta.User) {
+	var down []string
+	for _, v := range s.b.Meta().Vhosts() {
+		if _, ok := s.b.Vhost(v.Name); !ok {
+			down = append(down, v.Name)
+		}
+	}
+	if len(down) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "failed", "reason": "Some virtual hosts are down", "missing": down})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) healthPort(w http.ResponseWriter, r *http.Request, u meta.User) {
+	port := pv(r, "port")
+	for _, addr := range s.b.Listeners() {
+		if _, p, _ := net.SplitHostPort(addr); p == port {
+			writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "port": port})
+			return
+		}
+	}
+	writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "failed", "reason": fmt.Sprintf("No active listener on port %s", port)})
+}
+
+func (s *Server) healthReady(w http.ResponseWriter, r *http.Request, u meta.User) {
+	s.readyz(w, r)
+}
+
+// readyz is the unauthenticated readiness probe: recovered, listening, no alarm.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if !s.b.Ready() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "failed", "reason": "node is starting"})
+		return
+	}
+	if a := s.b.Alarms(); len(a) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "failed", "reason": "resource alarm(s) in effect", "alarms": a})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// aliveness declares a queue, publishes to it and reads the message back.
+func (s *Server) aliveness(w http.ResponseWriter, r *http.Request, u meta.User) {
+	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	q, _, err := v.DeclareQueue(ctx, vhost.QueueDecl{Name: "aliveness-test"})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	q.Publish([]queue.Publish{{Msg: &message.Message{ID: uint64(time.Now().UnixNano()), RoutingKey: "aliveness-test", Body: []byte("test_message"), Timestamp: time.Now().UnixNano()}}})
+	for {
+		d, ok, err := q.Get(ctx, true)
+		if err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "failed", "reason": err.Error()})
+			return
+		}
+		if ok && string(d.Msg.Body) == "test_message" {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+			return
+		}
+		select {
+		case <-ctx.Done():
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "failed", "reason": "message not returned"})
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}

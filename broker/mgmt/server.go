@@ -1,0 +1,248 @@
+package mgmt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/vhost"
+)
+
+// Server is the HTTP API.
+type Server struct {
+	b   Broker
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// NewServer builds the API's routes.
+func NewServer(b Broker, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{b: b, log: log, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+// Handler returns the API handler.
+func (s *Server) Handler() http.Handler { return escapeSegments(s.mux) }
+
+// Serve serves the API on ln until ctx is done.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("mgmt: serve: %w", err)
+	}
+	return nil
+}
+
+// access levels
+type level int
+
+const (
+	levelRead level = iota
+	levelPolicy
+	levelAdmin
+)
+
+func (s *Server) handle(pattern string, lvl level, fn func(w http.ResponseWriter, r *http.Request, u meta.User)) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		u, ok := s.authenticate(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Basic realm="Warren Management"`)
+			writeError(w, http.StatusUnauthorized, "not_authorized", "Login failed")
+			return
+		}
+		need := lvl
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			need = levelRead
+		}
+		if !allowed(u, need) {
+			writeError(w, http.StatusUnauthorized, "not_authorized", "Not administrator user")
+			return
+		}
+		fn(w, r, u)
+	})
+}
+
+func allowed(u meta.User, need level) bool {
+	if u.HasTag("administrator") {
+		return true
+	}
+	switch need {
+	case levelRead:
+		return u.HasTag("management") || u.HasTag("monitoring") || u.HasTag("policymaker")
+	case levelPolicy:
+		return u.HasTag("policymaker")
+	}
+	return false
+}
+
+func (s *Server) authenticate(r *http.Request) (meta.User, bool) {
+	name, pass, ok := r.BasicAuth()
+	if !ok {
+		return meta.User{}, false
+	}
+	u, ok := s.b.Meta().User(name)
+	if !ok || !u.CheckPassword(pass) {
+		return meta.User{}, false
+	}
+	return u, true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if v != nil {
+		_ = json.NewEncoder(w).Encode(v)
+	}
+}
+
+func writeError(w http.ResponseWriter, status int, kind, reason string) {
+	writeJSON(w, status, map[string]string{"error": kind, "reason": reason})
+}
+
+// writeErr maps broker errors onto RabbitMQ's status codes.
+func writeErr(w http.ResponseWriter, err error) {
+	var ve *vhost.Error
+	switch {
+	case errors.As(err, &ve) && errors.Is(err, vhost.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", ve.Text)
+	case errors.As(err, &ve):
+		writeError(w, http.StatusBadRequest, "bad_request", ve.Text)
+	case errors.Is(err, meta.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, meta.ErrInvalid), errors.Is(err, errBadRequest):
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, "internal_error", err.Error())
+	}
+}
+
+var errBadRequest = errors.New("bad request")
+
+func decodeBody(r *http.Request, v any) error {
+	if r.Body == nil {
+		return nil
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<20))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, errEOF) && err.Error() != "EOF" {
+		return fmt.Errorf("%w: invalid JSON: %v", errBadRequest, err)
+	}
+	return nil
+}
+
+var errEOF = errors.New("EOF")
+
+// pathVhost decodes a vhost path segment ("%2F" is "/").
+func pathVhost(r *http.Request, name string) string { return pv(r, name) }
+
+// pv returns a path wildcard's value, decoded (see escapeSegments).
+func pv(r *http.Request, name string) string {
+	v := r.PathValue(name)
+	if u, err := url.PathUnescape(v); err == nil {
+		return u
+	}
+	return v
+}
+
+// escapeSegments keeps escaped slashes inside path segments: RabbitMQ's
+// API names the default vhost "%2F", which would otherwise split the path.
+// Each segment is decoded and re-escaped ("%" and "/" only) into URL.Path, so
+// the mux matches segment by segment and pv decodes the value.
+func escapeSegments(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw := r.URL.EscapedPath()
+		if strings.Contains(raw, "%") {
+			segs := strings.Split(raw, "/")
+			for i, s := range segs {
+				if u, err := url.PathUnescape(s); err == nil {
+					s = u
+				}
+				segs[i] = strings.ReplaceAll(strings.ReplaceAll(s, "%", "%25"), "/", "%2F")
+			}
+			r2 := r.Clone(r.Context())
+			r2.URL.Path = strings.Join(segs, "/")
+			r2.URL.RawPath = ""
+			r = r2
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func vhostFilter(r *http.Request) (string, bool) {
+	if pv(r, "vhost") == "" {
+		return "", false
+	}
+	return pathVhost(r, "vhost"), true
+}
+
+func (s *Server) vhostOr404(w http.ResponseWriter, name string) (*vhost.Vhost, bool) {
+	v, ok := s.b.Vhost(name)
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("vhost '%s' not found", name))
+		return nil, false
+	}
+	return v, true
+}
+
+// normalizeNumbers turns json.Number values into int64 or float64, recursively.
+func normalizeNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalizeNumbers(e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			x[i] = normalizeNumbers(e)
+		}
+		return x
+	}
+	return v
+}
+
+func tagsOf(v any) []string {
+	switch t := v.(type) {
+	case string:
+		var out []string
+		for _, p := range strings.Split(t, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+		return out
+	case []any:
+		var out []string
+		for _, e := range t {
+			if s, ok := e.(string); ok && s != "" {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}

@@ -98,6 +98,7 @@ func (q *Classic) turn(cmds []cmd) bool {
 			q.sendConfirms(directConfirms, true)
 			n := q.stop(true)
 			c.reply <- result{n: n}
+			close(q.done)
 			q.failRest(cmds[i+1:])
 			return true
 		case cClose:
@@ -105,6 +106,7 @@ func (q *Classic) turn(cmds []cmd) bool {
 			q.sendConfirms(directConfirms, true)
 			q.stop(false)
 			c.reply <- result{}
+			close(q.done)
 			q.failRest(cmds[i+1:])
 			return true
 		}
@@ -621,7 +623,7 @@ func (q *Classic) convert(ctx context.Context, opts store.Options) error {
 	return q.idx.Convert(ctx, opts)
 }
 
-// stop ends the goroutine. delete removes the files and cancels consumers;
+// stop ends the queue (the caller replies, then closes q.done). delete removes the files and cancels consumers;
 // otherwise the index records a clean shutdown (unacked marked delivered).
 func (q *Classic) stop(del bool) int {
 	s := &q.st
@@ -667,7 +669,6 @@ func (q *Classic) stop(del bool) int {
 			q.log.Error("close queue index", "err", err)
 		}
 	}
-	close(q.done)
 	return n
 }
 

@@ -6,16 +6,40 @@ import (
 	"strings"
 )
 
-// maxHops bounds exchange-to-exchange traversal.
-const maxHops = 64
+const (
+	// maxHops bounds exchange-to-exchange traversal depth.
+	maxHops = 64
+	// dedupLinear is how many destinations are deduplicated by a linear
+	// scan before a set is built.
+	dedupLinear = 16
+	// maxStackWords is how many routing-key words are split without
+	// allocating.
+	maxStackWords = 16
+)
+
+// router is one Route call's state; it lives on the caller's stack.
+type router struct {
+	s       *snapshot
+	key     string
+	headers map[string]any
+	dst     []string
+	start   int
+	seen    map[string]struct{} // built once dst grows past dedupLinear
+	visited [8]*exchangeState
+	nvis    int
+	more    []*exchangeState // visited beyond the array
+}
 
 // Route appends the queues a message with key and headers reaches from
-// exchange to dst, deduplicated. ErrNotFound when the exchange is missing.
+// exchange to dst, deduplicated, following exchange-to-exchange bindings and
+// alternate exchanges. ErrNotFound when the exchange is missing. The default
+// exchange ("") routes key to the queue of that name when AddQueue made it
+// known. Route takes no lock and, for direct, fanout and topic exchanges with
+// few destinations, does not allocate when dst has capacity.
 func (t *Table) Route(exchange, key string, headers map[string]any, dst []string) ([]string, error) {
 	s := t.snap.Load()
-	start := len(dst)
 	if exchange == "" {
-		if _, ok := s.queues[key]; ok {
+		if t.HasQueue(key) {
 			dst = append(dst, key)
 		}
 		return dst, nil
@@ -24,148 +48,231 @@ func (t *Table) Route(exchange, key string, headers map[string]any, dst []string
 	if !ok {
 		return dst, fmt.Errorf("%w: exchange %q", ErrNotFound, exchange)
 	}
-	// Fast path: one exchange, no exchange-to-exchange hops.
-	var visited []string
-	dst = s.routeFrom(e, key, headers, dst, start, &visited, 0)
-	return dst, nil
+	r := router{s: s, key: key, headers: headers, dst: dst, start: len(dst)}
+	r.route(e, 0)
+	return r.dst, nil
 }
 
-func (s *snapshot) routeFrom(e *exchangeState, key string, headers map[string]any, dst []string, start int, visited *[]string, depth int) []string {
-	if depth > maxHops {
-		return dst
-	}
-	for _, v := range *visited {
-		if v == e.x.Name {
-			return dst
+// HasQueue reports whether AddQueue made name known (and RemoveQueue has not
+// forgotten it).
+func (t *Table) HasQueue(name string) bool {
+	_, ok := t.queues.Load(name)
+	return ok
+}
+
+func (r *router) markVisited(e *exchangeState) bool {
+	for _, v := range r.visited[:r.nvis] {
+		if v == e {
+			return false
 		}
 	}
-	*visited = append(*visited, e.x.Name)
-	before := len(dst)
+	for _, v := range r.more {
+		if v == e {
+			return false
+		}
+	}
+	if r.nvis < len(r.visited) {
+		r.visited[r.nvis] = e
+		r.nvis++
+	} else {
+		r.more = append(r.more, e)
+	}
+	return true
+}
+
+func (r *router) route(e *exchangeState, depth int) {
+	if depth > maxHops || !r.markVisited(e) {
+		return
+	}
 	matched := false
-	visit := func(d dest) {
-		matched = true
-		if d.toExchange {
-			if next, ok := s.exchanges[d.name]; ok {
-				dst = s.routeFrom(next, key, headers, dst, start, visited, depth+1)
-			}
-			return
-		}
-		if _, ok := s.queues[d.name]; !ok {
-			return
-		}
-		for _, have := range dst[start:] {
-			if have == d.name {
-				return
-			}
-		}
-		dst = append(dst, d.name)
-	}
 	switch e.x.Kind {
 	case Direct:
-		for _, d := range e.direct[key] {
-			visit(d)
+		ds := e.direct[r.key]
+		matched = len(ds) > 0
+		for _, d := range ds {
+			r.deliver(d, depth)
 		}
 	case Fanout:
+		matched = len(e.fanout) > 0
 		for _, d := range e.fanout {
-			visit(d)
+			r.deliver(d, depth)
 		}
 	case Topic:
-		e.topic.match(splitWords(key), visit)
+		// The words stay on this stack frame (storing them in r would move
+		// r to the heap).
+		var buf [maxStackWords]string
+		matched = r.topic(e.topic, splitKey(r.key, buf[:0]), depth)
 	case Headers:
-		for _, b := range e.bindings {
-			if headersMatch(b.Args, headers) {
-				visit(dest{b.Destination, b.ToExchange})
+		for i := range e.headers {
+			hb := &e.headers[i]
+			if hb.match(r.headers) {
+				matched = true
+				r.deliver(hb.d, depth)
 			}
 		}
 	}
-	if len(dst) == before && !matched && e.x.AlternateExchange != "" {
-		if ae, ok := s.exchanges[e.x.AlternateExchange]; ok {
-			dst = s.routeFrom(ae, key, headers, dst, start, visited, depth+1)
+	if !matched && e.x.AlternateExchange != "" {
+		if ae, ok := r.s.exchanges[e.x.AlternateExchange]; ok {
+			r.route(ae, depth+1)
 		}
 	}
-	return dst
 }
 
-func splitWords(key string) []string { return strings.Split(key, ".") }
+// deliver adds a queue (deduplicated) or follows an exchange binding.
+func (r *router) deliver(d dest, depth int) {
+	if d.toExchange {
+		if next, ok := r.s.exchanges[d.name]; ok {
+			r.route(next, depth+1)
+		}
+		return
+	}
+	if r.seen != nil {
+		if _, dup := r.seen[d.name]; dup {
+			return
+		}
+		r.seen[d.name] = struct{}{}
+		r.dst = append(r.dst, d.name)
+		return
+	}
+	got := r.dst[r.start:]
+	for _, have := range got {
+		if have == d.name {
+			return
+		}
+	}
+	r.dst = append(r.dst, d.name)
+	if len(got)+1 > dedupLinear {
+		r.seen = make(map[string]struct{}, 2*dedupLinear)
+		for _, n := range r.dst[r.start:] {
+			r.seen[n] = struct{}{}
+		}
+	}
+}
 
-// topicNode is a trie over binding-key words; "*" and "#" are children too.
+// splitKey splits a routing key into words as RabbitMQ does: "" is zero
+// words, otherwise every '.' separates (so "a..b" has an empty middle word).
+func splitKey(key string, buf []string) []string {
+	if key == "" {
+		return buf[:0]
+	}
+	for {
+		i := strings.IndexByte(key, '.')
+		if i < 0 {
+			return append(buf, key)
+		}
+		buf = append(buf, key[:i])
+		key = key[i+1:]
+	}
+}
+
+// topicNode is a trie over binding-key words; "*" and "#" have their own
+// edges so matching never compares words against wildcards.
 type topicNode struct {
 	children map[string]*topicNode
+	star     *topicNode
+	hash     *topicNode
 	dests    []dest
 }
 
 func (n *topicNode) insert(words []string, d dest) {
 	for _, w := range words {
-		if n.children == nil {
-			n.children = map[string]*topicNode{}
+		var next **topicNode
+		switch w {
+		case "*":
+			next = &n.star
+		case "#":
+			next = &n.hash
+		default:
+			if n.children == nil {
+				n.children = map[string]*topicNode{}
+			}
+			c, ok := n.children[w]
+			if !ok {
+				c = &topicNode{}
+				n.children[w] = c
+			}
+			n = c
+			continue
 		}
-		c, ok := n.children[w]
-		if !ok {
-			c = &topicNode{}
-			n.children[w] = c
+		if *next == nil {
+			*next = &topicNode{}
 		}
-		n = c
+		n = *next
 	}
 	n.dests = append(n.dests, d)
 }
 
-// match calls fn for every destination whose pattern matches words. A
-// destination bound by several patterns may be reported more than once; the
-// caller deduplicates.
-func (n *topicNode) match(words []string, fn func(dest)) {
-	if len(words) == 0 {
-		for _, d := range n.dests {
-			fn(d)
-		}
-		// "#" matches zero words.
-		if h := n.children["#"]; h != nil {
-			h.match(nil, fn)
-		}
-		return
-	}
-	if n.children == nil {
-		return
-	}
-	if c := n.children[words[0]]; c != nil {
-		c.match(words[1:], fn)
-	}
-	if c := n.children["*"]; c != nil {
-		c.match(words[1:], fn)
-	}
-	if h := n.children["#"]; h != nil {
+// topic delivers every destination whose pattern matches words and reports
+// whether any did. A destination reached by several patterns is offered more
+// than once; deliver deduplicates.
+func (r *router) topic(n *topicNode, words []string, depth int) bool {
+	matched := false
+	if n.hash != nil {
 		// "#" swallows zero or more words.
 		for i := 0; i <= len(words); i++ {
-			h.match(words[i:], fn)
+			if r.topic(n.hash, words[i:], depth) {
+				matched = true
+			}
 		}
+	}
+	if len(words) == 0 {
+		for _, d := range n.dests {
+			matched = true
+			r.deliver(d, depth)
+		}
+		return matched
+	}
+	if c := n.children[words[0]]; c != nil && r.topic(c, words[1:], depth) {
+		matched = true
+	}
+	if n.star != nil && r.topic(n.star, words[1:], depth) {
+		matched = true
+	}
+	return matched
+}
+
+// headersBinding is a headers-exchange binding with its x-match mode parsed.
+type headersBinding struct {
+	d     dest
+	any   bool
+	withX bool
+	args  map[string]any
+}
+
+func newHeadersBinding(b Binding) headersBinding {
+	mode, _ := b.Args["x-match"].(string)
+	return headersBinding{
+		d:     dest{b.Destination, b.ToExchange},
+		any:   strings.HasPrefix(mode, "any"),
+		withX: strings.HasSuffix(mode, "-with-x"),
+		args:  b.Args,
 	}
 }
 
-// headersMatch implements the headers exchange: x-match all (default) or
-// any; "-with-x" variants also compare keys starting with "x-".
-func headersMatch(bindArgs, headers map[string]any) bool {
-	mode, _ := bindArgs["x-match"].(string)
-	if mode == "" {
-		mode = "all"
-	}
-	withX := strings.HasSuffix(mode, "-with-x")
-	anyMode := strings.HasPrefix(mode, "any")
-	for k, want := range bindArgs {
-		if k == "x-match" || (!withX && strings.HasPrefix(k, "x-")) {
+// match implements the headers exchange: x-match all (default) or any; the
+// "-with-x" variants also compare arguments whose names start with "x-",
+// which are otherwise ignored. A void (nil) argument matches any value of a
+// present header.
+func (hb *headersBinding) match(headers map[string]any) bool {
+	for k, want := range hb.args {
+		if k == "x-match" || (!hb.withX && strings.HasPrefix(k, "x-")) {
 			continue
 		}
 		got, ok := headers[k]
-		match := ok && (want == nil || valuesEqual(want, got))
-		if anyMode && match {
+		m := ok && (want == nil || valuesEqual(want, got))
+		if hb.any && m {
 			return true
 		}
-		if !anyMode && !match {
+		if !hb.any && !m {
 			return false
 		}
 	}
-	if anyMode {
-		return false
-	}
-	return true
+	return !hb.any
+}
+
+func headersMatch(bindArgs, headers map[string]any) bool {
+	hb := newHeadersBinding(Binding{Args: bindArgs})
+	return hb.match(headers)
 }
 
 func valuesEqual(a, b any) bool {
@@ -181,6 +288,7 @@ func valuesEqual(a, b any) bool {
 		case []byte:
 			return as == string(bs)
 		}
+		return false
 	}
 	return reflect.DeepEqual(a, b)
 }

@@ -90,14 +90,14 @@ func argsEqual(a, b map[string]any) bool {
 
 // Table is one vhost's exchanges and bindings. Safe for concurrent use.
 type Table struct {
-	mu   sync.Mutex // serializes writers
-	snap atomic.Pointer[snapshot]
+	mu     sync.Mutex // serializes writers
+	snap   atomic.Pointer[snapshot]
+	queues sync.Map // queue name -> struct{}: targets of the default exchange
 }
 
 // snapshot is immutable once published.
 type snapshot struct {
 	exchanges map[string]*exchangeState
-	queues    map[string]struct{}
 }
 
 // exchangeState is an exchange with its outgoing bindings.
@@ -107,6 +107,7 @@ type exchangeState struct {
 	direct   map[string][]dest // direct: key -> destinations
 	topic    *topicNode
 	fanout   []dest
+	headers  []headersBinding
 }
 
 type dest struct {
@@ -116,7 +117,7 @@ type dest struct {
 
 // NewTable returns a table with the default and amq.* exchanges.
 func NewTable() *Table {
-	s := &snapshot{exchanges: map[string]*exchangeState{}, queues: map[string]struct{}{}}
+	s := &snapshot{exchanges: map[string]*exchangeState{}}
 	for _, x := range []Exchange{
 		{Name: "", Kind: Direct, Durable: true},
 		{Name: "amq.direct", Kind: Direct, Durable: true},
@@ -146,8 +147,13 @@ func buildExchange(x Exchange, bs []Binding) *exchangeState {
 		}
 	case Topic:
 		e.topic = &topicNode{}
+		var buf [maxStackWords]string
 		for _, b := range bs {
-			e.topic.insert(splitWords(b.Key), dest{b.Destination, b.ToExchange})
+			e.topic.insert(splitKey(b.Key, buf[:0]), dest{b.Destination, b.ToExchange})
+		}
+	case Headers:
+		for _, b := range bs {
+			e.headers = append(e.headers, newHeadersBinding(b))
 		}
 	}
 	return e
@@ -155,12 +161,9 @@ func buildExchange(x Exchange, bs []Binding) *exchangeState {
 
 // clone copies the snapshot's maps (exchange states are shared until replaced).
 func (s *snapshot) clone() *snapshot {
-	n := &snapshot{exchanges: make(map[string]*exchangeState, len(s.exchanges)), queues: make(map[string]struct{}, len(s.queues))}
+	n := &snapshot{exchanges: make(map[string]*exchangeState, len(s.exchanges))}
 	for k, v := range s.exchanges {
 		n.exchanges[k] = v
-	}
-	for k := range s.queues {
-		n.queues[k] = struct{}{}
 	}
 	return n
 }
@@ -210,25 +213,76 @@ func (t *Table) Exchanges() []Exchange {
 // DeleteExchange removes an exchange and every binding from or to it.
 // ifUnused refuses (ErrInUse) when it is the source of any binding.
 func (t *Table) DeleteExchange(name string, ifUnused bool) error {
+	_, _, err := t.DeleteExchangeCascade(name, ifUnused)
+	return err
+}
+
+// DeleteExchangeCascade is DeleteExchange that also reports the bindings it
+// removed and the auto-delete exchanges that lost their last binding to it
+// (and were deleted too).
+func (t *Table) DeleteExchangeCascade(name string, ifUnused bool) (removed []Binding, autoDeleted []string, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	cur := t.snap.Load()
 	e, ok := cur.exchanges[name]
 	if !ok {
-		return fmt.Errorf("%w: exchange %q", ErrNotFound, name)
+		return nil, nil, fmt.Errorf("%w: exchange %q", ErrNotFound, name)
 	}
 	if ifUnused && len(e.bindings) > 0 {
-		return fmt.Errorf("%w: %q", ErrInUse, name)
+		return nil, nil, fmt.Errorf("%w: %q", ErrInUse, name)
 	}
 	n := cur.clone()
 	delete(n.exchanges, name)
-	for src, se := range n.exchanges {
-		if kept, changed := without(se.bindings, func(b Binding) bool { return b.ToExchange && b.Destination == name }); changed {
+	removed = append(removed, e.bindings...)
+	removed, autoDeleted = n.dropBindings(removed, func(b Binding) bool { return b.ToExchange && b.Destination == name })
+	t.snap.Store(n)
+	return removed, autoDeleted, nil
+}
+
+// dropBindings removes the bindings drop selects from every exchange of n
+// (a private copy), appending them to removed. Auto-delete sources left
+// without bindings are deleted, with the bindings to them, repeatedly; their
+// names are returned sorted.
+func (n *snapshot) dropBindings(removed []Binding, drop func(Binding) bool) ([]Binding, []string) {
+	var autoDeleted []string
+	for {
+		var gone []string
+		for src, se := range n.exchanges {
+			kept, changed := without(se.bindings, func(b Binding) bool {
+				if drop(b) {
+					removed = append(removed, b)
+					return true
+				}
+				return false
+			})
+			if !changed {
+				continue
+			}
+			if len(kept) == 0 && se.x.AutoDelete {
+				delete(n.exchanges, src)
+				gone = append(gone, src)
+				continue
+			}
 			n.exchanges[src] = buildExchange(se.x, kept)
 		}
+		if len(gone) == 0 {
+			break
+		}
+		autoDeleted = append(autoDeleted, gone...)
+		drop = func(b Binding) bool {
+			if !b.ToExchange {
+				return false
+			}
+			for _, g := range gone {
+				if b.Destination == g {
+					return true
+				}
+			}
+			return false
+		}
 	}
-	t.snap.Store(n)
-	return nil
+	sort.Strings(autoDeleted)
+	return removed, autoDeleted
 }
 
 func without(bs []Binding, drop func(Binding) bool) ([]Binding, bool) {
@@ -245,57 +299,91 @@ func without(bs []Binding, drop func(Binding) bool) ([]Binding, bool) {
 }
 
 // Bind adds a binding (idempotent). The source must exist; for an exchange
-// destination, so must it.
+// destination, so must it. A queue destination is not checked: the caller
+// binds only queues it has (and RemoveQueue drops their bindings).
 func (t *Table) Bind(b Binding) error {
+	return t.BindAll([]Binding{b})
+}
+
+// BindAll adds many bindings and publishes one snapshot: use it to restore
+// thousands of bindings at start (Bind one at a time rebuilds the source's
+// routing structure each time). Bindings whose source (or destination
+// exchange) is missing are skipped and reported in the joined error; the
+// others are added.
+func (t *Table) BindAll(bs []Binding) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	cur := t.snap.Load()
-	src, ok := cur.exchanges[b.Source]
-	if !ok {
-		return fmt.Errorf("%w: exchange %q", ErrNotFound, b.Source)
-	}
-	if b.ToExchange {
-		if _, ok := cur.exchanges[b.Destination]; !ok {
-			return fmt.Errorf("%w: exchange %q", ErrNotFound, b.Destination)
+	var errs []error
+	added := map[string][]Binding{}
+	for _, b := range bs {
+		src, ok := cur.exchanges[b.Source]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%w: exchange %q", ErrNotFound, b.Source))
+			continue
 		}
+		if b.ToExchange {
+			if _, ok := cur.exchanges[b.Destination]; !ok {
+				errs = append(errs, fmt.Errorf("%w: exchange %q", ErrNotFound, b.Destination))
+				continue
+			}
+		}
+		have, ok := added[b.Source]
+		if !ok {
+			have = append([]Binding(nil), src.bindings...)
+		}
+		if containsBinding(have, b) {
+			continue
+		}
+		added[b.Source] = append(have, b)
 	}
-	for _, have := range src.bindings {
+	if len(added) > 0 {
+		n := cur.clone()
+		for name, nbs := range added {
+			n.exchanges[name] = buildExchange(cur.exchanges[name].x, nbs)
+		}
+		t.snap.Store(n)
+	}
+	return errors.Join(errs...)
+}
+
+func containsBinding(bs []Binding, b Binding) bool {
+	for _, have := range bs {
 		if have.same(b) {
-			return nil
+			return true
 		}
 	}
-	n := cur.clone()
-	bs := append(append([]Binding(nil), src.bindings...), b)
-	n.exchanges[b.Source] = buildExchange(src.x, bs)
-	t.snap.Store(n)
-	return nil
+	return false
 }
 
-// Unbind removes a binding; ErrNotFound when the source exchange is missing.
-// An auto-delete source that loses its last binding is deleted.
+// Unbind removes a binding (an absent one is no error); ErrNotFound when the
+// source exchange is missing. An auto-delete source that loses its last
+// binding is deleted.
 func (t *Table) Unbind(b Binding) error {
+	_, err := t.UnbindAutoDelete(b)
+	return err
+}
+
+// UnbindAutoDelete is Unbind that reports the auto-delete exchanges it
+// deleted (the source, when that was its last binding).
+func (t *Table) UnbindAutoDelete(b Binding) (autoDeleted []string, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	cur := t.snap.Load()
-	src, ok := cur.exchanges[b.Source]
-	if !ok {
-		return fmt.Errorf("%w: exchange %q", ErrNotFound, b.Source)
-	}
-	kept, changed := without(src.bindings, b.same)
-	if !changed {
-		return nil
+	if _, ok := cur.exchanges[b.Source]; !ok {
+		return nil, fmt.Errorf("%w: exchange %q", ErrNotFound, b.Source)
 	}
 	n := cur.clone()
-	if len(kept) == 0 && src.x.AutoDelete {
-		delete(n.exchanges, b.Source)
-	} else {
-		n.exchanges[b.Source] = buildExchange(src.x, kept)
+	removed, autoDeleted := n.dropBindings(nil, func(have Binding) bool { return have.same(b) })
+	if len(removed) == 0 {
+		return nil, nil
 	}
 	t.snap.Store(n)
-	return nil
+	return autoDeleted, nil
 }
 
-// Bindings lists every binding (the default exchange's implicit ones excluded).
+// Bindings lists every binding (the default exchange's implicit ones
+// excluded), sorted by source, destination and key.
 func (t *Table) Bindings() []Binding {
 	s := t.snap.Load()
 	var out []Binding
@@ -316,44 +404,20 @@ func (t *Table) Bindings() []Binding {
 
 // AddQueue makes a queue reachable through the default exchange.
 func (t *Table) AddQueue(name string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	cur := t.snap.Load()
-	if _, ok := cur.queues[name]; ok {
-		return
-	}
-	n := cur.clone()
-	n.queues[name] = struct{}{}
-	t.snap.Store(n)
+	t.queues.Store(name, struct{}{})
 }
 
-// RemoveQueue drops a queue and every binding to it. It returns the removed
-// bindings and the auto-delete exchanges that lost their last binding (and
-// were deleted).
+// RemoveQueue forgets a queue and drops every binding to it. It returns the
+// removed bindings and the auto-delete exchanges that lost their last binding
+// (and were deleted).
 func (t *Table) RemoveQueue(name string) (removed []Binding, autoDeleted []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	cur := t.snap.Load()
-	n := cur.clone()
-	delete(n.queues, name)
-	for src, se := range cur.exchanges {
-		kept, changed := without(se.bindings, func(b Binding) bool {
-			if !b.ToExchange && b.Destination == name {
-				removed = append(removed, b)
-				return true
-			}
-			return false
-		})
-		if !changed {
-			continue
-		}
-		if len(kept) == 0 && se.x.AutoDelete {
-			delete(n.exchanges, src)
-			autoDeleted = append(autoDeleted, src)
-			continue
-		}
-		n.exchanges[src] = buildExchange(se.x, kept)
+	t.queues.Delete(name)
+	n := t.snap.Load().clone()
+	removed, autoDeleted = n.dropBindings(nil, func(b Binding) bool { return !b.ToExchange && b.Destination == name })
+	if len(removed) > 0 {
+		t.snap.Store(n)
 	}
-	t.snap.Store(n)
 	return removed, autoDeleted
 }

@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"fmt"
+	"strings"
 )
 
 // Definitions is RabbitMQ's definitions document (export/import), with its
@@ -183,4 +184,46 @@ func trimSpace(s string) string {
 		s = s[:len(s)-1]
 	}
 	return s
+}
+
+// Import loads a whole definitions document into the store: what
+// ImportAccess loads, then the durable queues, exchanges (the built-in ""
+// and amq.* ones skipped) and bindings as metadata records. Use it on a
+// store no vhost is running from yet (at boot, or offline); a running
+// broker declares queues, exchanges and bindings through its vhosts instead.
+func Import(ctx context.Context, s Store, d Definitions) error {
+	if err := ImportAccess(ctx, s, d); err != nil {
+		return err
+	}
+	for _, x := range d.Exchanges {
+		if x.Name == "" || strings.HasPrefix(x.Name, "amq.") {
+			continue
+		}
+		e := Exchange{Vhost: x.Vhost, Name: x.Name, Type: x.Type, Durable: x.Durable, AutoDelete: x.AutoDelete, Internal: x.Internal, Arguments: x.Arguments}
+		if err := s.PutExchange(ctx, e); err != nil {
+			return fmt.Errorf("import exchange '%s' in '%s': %w", x.Name, x.Vhost, err)
+		}
+	}
+	for _, q := range d.Queues {
+		typ := q.Type
+		if typ == "" {
+			typ, _ = q.Arguments["x-queue-type"].(string)
+		}
+		if typ == "" {
+			typ = "classic"
+		}
+		mq := Queue{Vhost: q.Vhost, Name: q.Name, Type: typ, Durable: q.Durable, AutoDelete: q.AutoDelete, Arguments: q.Arguments}
+		if err := s.PutQueue(ctx, mq); err != nil {
+			return fmt.Errorf("import queue '%s' in '%s': %w", q.Name, q.Vhost, err)
+		}
+	}
+	for _, b := range d.Bindings {
+		if b.DestinationType == "" {
+			b.DestinationType = "queue"
+		}
+		if err := s.PutBinding(ctx, b); err != nil {
+			return fmt.Errorf("import binding '%s' -> '%s' in '%s': %w", b.Source, b.Destination, b.Vhost, err)
+		}
+	}
+	return nil
 }

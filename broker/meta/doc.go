@@ -1,13 +1,31 @@
 // Package meta is the broker's durable metadata: vhosts, users, permissions,
 // policies, and the durable exchanges, queues and bindings.
 //
-// Every change is a Command applied to an in-memory State; State.Apply is
-// deterministic, so a Raft FSM can apply the same commands on every node.
-// Local is the single-node Store: it appends each command to a log file (a
-// length, a CRC-32C and the JSON command per record) and fsyncs before the
-// write returns; on open it replays the log, cutting a torn or corrupt tail,
-// and when the log has grown it rewrites it as one snapshot record (written to
-// a temp file, fsynced, renamed). Reads are served from memory under a
-// read lock. Subscribers are called after each applied command, in order, on
-// the writing goroutine, outside the store's lock.
+// Every change is a Command applied to an in-memory State. State.Apply is
+// deterministic and ignores a command State.Validate refuses, so a Raft FSM
+// can apply the same commands on every node and reach the same state.
+//
+// Local is the single-node Store. Each write is validated, appended to
+// meta.log as one record (4-byte big-endian length, CRC-32C of the payload,
+// the JSON command) and fsynced before it is applied and the call returns;
+// the state in memory is built from the record as a replay would read it
+// back, so a restart changes nothing (whole JSON numbers in arguments and
+// policy definitions become int64). On open the log is replayed; the first
+// record that is short, has a bad checksum or does not decode ends it, and the
+// file is cut there (a torn tail from a crash mid-write). When the log is
+// larger than 1 MiB and twice the last snapshot it is rewritten as one
+// snapshot record: written to a temp file, fsynced, renamed over the log, the
+// directory fsynced; so compaction is amortized O(1) per write.
+//
+// Concurrency: writers serialize on applyMu (so events follow log order),
+// then take mu for the log and state; readers take mu's read lock and get
+// copies. Subscribers run after each applied command, in order, on the
+// writing goroutine, holding applyMu but not mu: they may read the store but
+// must not write to it (that would deadlock) nor block long.
+//
+// Definitions (Export, Import, ImportAccess) use RabbitMQ's definitions JSON,
+// so a RabbitMQ export imports here and the other way round. Passwords use
+// RabbitMQ's rabbit_password_hashing_sha256. CheckPermission and MatchPolicy
+// follow RabbitMQ: patterns are regular expressions searched (unanchored) in
+// the name; an empty permission pattern denies.
 package meta

@@ -33,6 +33,11 @@ type Local struct {
 	size    int64
 	records int
 	closed  bool
+	// The log is rewritten as one snapshot once it is larger than
+	// compactBytes and than twice the last snapshot (base), so compaction
+	// costs amortized O(1) per write whatever the state's size.
+	compactBytes int64
+	base         int64
 
 	subMu  sync.Mutex
 	subs   map[int]func(Event)
@@ -45,6 +50,9 @@ var _ Store = (*Local)(nil)
 
 // OpenLocal opens (or creates) the store in dir and replays its log.
 func OpenLocal(ctx context.Context, dir string) (*Local, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("meta: create %s: %w", dir, err)
 	}
@@ -53,7 +61,7 @@ func OpenLocal(ctx context.Context, dir string) (*Local, error) {
 	if err != nil {
 		return nil, fmt.Errorf("meta: open log: %w", err)
 	}
-	l := &Local{dir: dir, state: NewState(), f: f, subs: map[int]func(Event){}}
+	l := &Local{dir: dir, state: NewState(), f: f, subs: map[int]func(Event){}, compactBytes: compactMinBytes}
 	good, n, err := replay(f, l.state)
 	if err != nil {
 		f.Close()
@@ -85,9 +93,7 @@ func replay(f *os.File, s *State) (int64, int, error) {
 			// io.EOF: clean end; anything else: a torn or corrupt tail, cut.
 			return off, n, nil
 		}
-		if err := s.Validate(cmd); err == nil || cmd.Op == opSnapshot {
-			s.Apply(cmd)
-		}
+		s.Apply(cmd)
 		off += int64(size)
 		n++
 	}
@@ -120,6 +126,7 @@ func decodeRecord(hdr [recordHeader]byte, data []byte) (Command, int, error) {
 	if err := json.Unmarshal(data, &c); err != nil {
 		return Command{}, 0, fmt.Errorf("%w: %v", errCorrupt, err)
 	}
+	c.normalize()
 	return c, recordHeader + len(data), nil
 }
 
@@ -145,6 +152,13 @@ func (l *Local) apply(ctx context.Context, c Command) error {
 	if err != nil {
 		return err
 	}
+	// Apply what a replay will read back (JSON numbers and all), so the
+	// state in memory is the state after a restart.
+	var hdr [recordHeader]byte
+	copy(hdr[:], rec)
+	if c, _, err = decodeRecord(hdr, rec[recordHeader:]); err != nil {
+		return fmt.Errorf("meta: re-read command: %w", err)
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -161,13 +175,16 @@ func (l *Local) apply(ctx context.Context, c Command) error {
 		return fmt.Errorf("meta: append: %w", err)
 	}
 	if err := l.f.Sync(); err != nil {
+		// Not acknowledged: cut the record so the log stays what memory is.
+		_ = l.f.Truncate(l.size)
+		_, _ = l.f.Seek(l.size, io.SeekStart)
 		l.mu.Unlock()
 		return fmt.Errorf("meta: fsync: %w", err)
 	}
 	l.size += int64(len(rec))
 	l.records++
 	ev := l.state.Apply(c)
-	if l.size > compactMinBytes && l.records > 1000 {
+	if l.size > l.compactBytes && l.size > 2*l.base {
 		if err := l.compactLocked(); err != nil {
 			l.mu.Unlock()
 			return err
@@ -218,6 +235,7 @@ func (l *Local) compactLocked() error {
 	l.f.Close()
 	l.f = f
 	l.size = int64(len(rec))
+	l.base = l.size
 	l.records = 1
 	return nil
 }

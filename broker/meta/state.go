@@ -3,6 +3,7 @@ package meta
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 )
 
@@ -195,7 +196,15 @@ func (s *State) Validate(c Command) error {
 			return fmt.Errorf("%w: empty binding", ErrInvalid)
 		}
 		return needVhost(c.Binding.Vhost)
-	case OpDeleteExchange, OpDeleteQueue, OpDeleteBinding, opSnapshot:
+	case OpDeleteBinding:
+		if c.Binding == nil {
+			return fmt.Errorf("%w: empty binding", ErrInvalid)
+		}
+	case opSnapshot:
+		if c.Snapshot == nil {
+			return fmt.Errorf("%w: empty snapshot", ErrInvalid)
+		}
+	case OpDeleteExchange, OpDeleteQueue:
 	default:
 		return fmt.Errorf("%w: unknown op %q", ErrInvalid, c.Op)
 	}
@@ -203,9 +212,13 @@ func (s *State) Validate(c Command) error {
 }
 
 // Apply changes the state; it is deterministic and never fails on a
-// validated command. It returns the event to publish (Kind 0 for none).
+// validated command (one Validate refuses is ignored). It returns the event
+// to publish (Kind 0 for none).
 func (s *State) Apply(c Command) Event {
 	s.init()
+	if s.Validate(c) != nil && !deleteOfMissing(c) {
+		return Event{}
+	}
 	switch c.Op {
 	case OpPutVhost:
 		s.Vhosts[c.Vhost.Name] = *c.Vhost
@@ -309,4 +322,69 @@ func sortedValues[T any](m map[string]T, keep func(T) bool) []T {
 		out = append(out, m[k])
 	}
 	return out
+}
+
+// normalize makes decoded JSON numbers in arguments and policy definitions
+// integers when they are whole (AMQP tables carry integers; JSON has only
+// floats), so a value survives a restart with an integer type.
+func (c *Command) normalize() {
+	switch {
+	case c.Exchange != nil:
+		normalizeMap(c.Exchange.Arguments)
+	case c.Queue != nil:
+		normalizeMap(c.Queue.Arguments)
+	case c.Binding != nil:
+		normalizeMap(c.Binding.Arguments)
+	case c.Policy != nil:
+		normalizeMap(c.Policy.Definition)
+	case c.Snapshot != nil:
+		c.Snapshot.normalize()
+	}
+}
+
+func (s *State) normalize() {
+	for _, e := range s.Exchanges {
+		normalizeMap(e.Arguments)
+	}
+	for _, q := range s.Queues {
+		normalizeMap(q.Arguments)
+	}
+	for _, b := range s.Bindings {
+		normalizeMap(b.Arguments)
+	}
+	for _, p := range s.Policies {
+		normalizeMap(p.Definition)
+	}
+}
+
+func normalizeMap(m map[string]any) {
+	for k, v := range m {
+		m[k] = normalizeValue(v)
+	}
+}
+
+func normalizeValue(v any) any {
+	switch t := v.(type) {
+	case float64:
+		if t == math.Trunc(t) && math.Abs(t) < 1<<53 {
+			return int64(t)
+		}
+	case map[string]any:
+		normalizeMap(t)
+	case []any:
+		for i := range t {
+			t[i] = normalizeValue(t[i])
+		}
+	}
+	return v
+}
+
+// deleteOfMissing reports a delete Validate refuses only because its target
+// is gone: applying it is a harmless no-op, and it keeps replay idempotent.
+func deleteOfMissing(c Command) bool {
+	switch c.Op {
+	case OpDeleteVhost, OpDeleteUser, OpDeletePermission, OpDeletePolicy:
+		return true
+	}
+	return false
 }

@@ -227,3 +227,32 @@ func TestRouteDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+func TestRedeclareComparesArgumentsByValue(t *testing.T) {
+	tb := NewTable()
+	stored := Exchange{Name: "x", Kind: Topic, Durable: true, Args: map[string]any{"n": int64(5), "ae": "alt", "l": []any{int64(1)}}}
+	if _, _, err := tb.DeclareExchange(stored); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args map[string]any
+		ok   bool
+	}{
+		{map[string]any{"n": int32(5), "ae": []byte("alt"), "l": []any{int8(1)}}, true},
+		{map[string]any{"n": int32(6), "ae": "alt", "l": []any{int64(1)}}, false},
+		{map[string]any{"n": int64(5), "ae": "alt"}, false},
+		{nil, false},
+	}
+	for _, tt := range tests {
+		_, created, err := tb.DeclareExchange(Exchange{Name: "x", Kind: Topic, Durable: true, Args: tt.args})
+		if created || (err == nil) != tt.ok || (err != nil && !errors.Is(err, ErrInequivalent)) {
+			t.Errorf("redeclare with %v: created=%v err=%v, want ok=%v", tt.args, created, err, tt.ok)
+		}
+	}
+	if _, _, err := tb.DeclareExchange(Exchange{Name: "empty", Kind: Direct, Args: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tb.DeclareExchange(Exchange{Name: "empty", Kind: Direct}); err != nil {
+		t.Errorf("nil and empty args differ: %v", err)
+	}
+}

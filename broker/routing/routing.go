@@ -3,7 +3,6 @@ package routing
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -81,11 +80,45 @@ func (b Binding) same(o Binding) bool {
 	return b.Source == o.Source && b.Destination == o.Destination && b.ToExchange == o.ToExchange && b.Key == o.Key && argsEqual(b.Args, o.Args)
 }
 
+// argsEqual compares argument tables as RabbitMQ's equivalence check does,
+// by value: an integer is equal whatever its width (an argument read back
+// from the metadata store is an int64, a client sends an int32), and []byte
+// equals the same string.
 func argsEqual(a, b map[string]any) bool {
-	if len(a) == 0 && len(b) == 0 {
-		return true
+	if len(a) != len(b) {
+		return false
 	}
-	return reflect.DeepEqual(a, b)
+	for k, av := range a {
+		bv, ok := b[k]
+		if !ok || !argValueEqual(av, bv) {
+			return false
+		}
+	}
+	return true
+}
+
+func argValueEqual(a, b any) bool {
+	switch at := a.(type) {
+	case map[string]any:
+		bt, ok := b.(map[string]any)
+		return ok && argsEqual(at, bt)
+	case []any:
+		bt, ok := b.([]any)
+		if !ok || len(at) != len(bt) {
+			return false
+		}
+		for i := range at {
+			if !argValueEqual(at[i], bt[i]) {
+				return false
+			}
+		}
+		return true
+	case []byte:
+		if bs, ok := b.(string); ok {
+			return string(at) == bs
+		}
+	}
+	return valuesEqual(a, b)
 }
 
 // Table is one vhost's exchanges and bindings. Safe for concurrent use.

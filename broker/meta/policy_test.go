@@ -92,10 +92,17 @@ func TestCheckPermission(t *testing.T) {
 		{Read, "", true},
 		{Read, "anything", true},
 	}
+	compiled := CompilePermission(p)
 	for _, tt := range tests {
 		if got := CheckPermission(p, tt.kind, tt.resource); got != tt.want {
 			t.Errorf("CheckPermission(%v, %q) = %v, want %v", tt.kind, tt.resource, got, tt.want)
 		}
+		if got := compiled.Check(tt.kind, tt.resource); got != tt.want {
+			t.Errorf("CompilePermission.Check(%v, %q) = %v, want %v", tt.kind, tt.resource, got, tt.want)
+		}
+	}
+	if (CompiledPermission{}).Check(Read, "x") || compiled.Check(Access(7), "x") {
+		t.Error("zero CompiledPermission or unknown access allowed")
 	}
 	deny := Permission{Configure: "", Write: "(", Read: "^amq\\.default$"}
 	if CheckPermission(deny, Configure, "x") {

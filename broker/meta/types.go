@@ -93,30 +93,51 @@ const (
 
 // CheckPermission applies RabbitMQ's rules: the pattern is a regular
 // expression searched in the resource name (anchor it with ^...$ to match
-// whole names); an empty pattern denies. The default exchange ("") is
-// checked as "amq.default".
+// whole names); an empty or invalid pattern denies. The default exchange ("")
+// is checked as "amq.default". It compiles the pattern on each call: on a hot
+// path (every publish) compile once with CompilePermission.
 func CheckPermission(p Permission, kind Access, resource string) bool {
-	var pat string
-	switch kind {
-	case Configure:
-		pat = p.Configure
-	case Write:
-		pat = p.Write
-	case Read:
-		pat = p.Read
+	return CompilePermission(p).Check(kind, resource)
+}
+
+// CompiledPermission is a Permission with its patterns compiled. Its zero
+// value denies everything; it is safe for concurrent use.
+type CompiledPermission struct {
+	re  [3]*regexp.Regexp // by Access; nil denies
+	all [3]bool           // ".*": every name, no regexp run
+}
+
+// CompilePermission compiles p's three patterns.
+func CompilePermission(p Permission) CompiledPermission {
+	var c CompiledPermission
+	for kind, pat := range [3]string{Configure: p.Configure, Write: p.Write, Read: p.Read} {
+		switch pat {
+		case "":
+		case ".*":
+			c.all[kind] = true
+		default:
+			if re, err := regexp.Compile(pat); err == nil {
+				c.re[kind] = re
+			}
+		}
 	}
-	if pat == "" {
+	return c
+}
+
+// Check reports whether kind of access to resource is allowed.
+func (c CompiledPermission) Check(kind Access, resource string) bool {
+	if kind < Configure || kind > Read {
 		return false
 	}
-	if pat == ".*" {
+	if c.all[kind] {
 		return true
+	}
+	re := c.re[kind]
+	if re == nil {
+		return false
 	}
 	if resource == "" {
 		resource = "amq.default"
-	}
-	re, err := regexp.Compile(pat)
-	if err != nil {
-		return false
 	}
 	return re.MatchString(resource)
 }

@@ -223,7 +223,7 @@ func (ch *channel) handleMethod(ctx context.Context, m wire.Method) error {
 
 // access checks a permission; kind is "configure", "write" or "read".
 func (ch *channel) access(kind meta.Access, resourceKind, name string) error {
-	if meta.CheckPermission(ch.c.perm, kind, name) {
+	if ch.c.perm.Check(kind, name) {
 		return nil
 	}
 	return newError(wire.AccessRefused, "access to %s '%s' in vhost '%s' refused for user '%s'", resourceKind, name, ch.c.vh.Name(), ch.c.user)

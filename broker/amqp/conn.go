@@ -34,7 +34,7 @@ type conn struct {
 	heartbeat   time.Duration
 	user        string
 	vh          *vhost.Vhost
-	perm        meta.Permission
+	perm        meta.CompiledPermission
 	clientProps wire.Table
 	capBlocked  bool // client understands connection.blocked
 	capCancel   bool // client understands server-sent basic.cancel
@@ -301,7 +301,7 @@ func (c *conn) handshake() error {
 	if !ok {
 		return c.handshakeFail(newError(wire.NotAllowed, "access to vhost '%s' refused for user '%s'", open.VirtualHost, user))
 	}
-	c.vh, c.perm = vh, perm
+	c.vh, c.perm = vh, meta.CompilePermission(perm)
 	if err := write(&wire.ConnectionOpenOk{}); err != nil {
 		return err
 	}

@@ -150,11 +150,19 @@ func (v *Vhost) recover(ctx context.Context) error {
 		v.queues[mq.Name] = &queueEntry{q: q}
 		v.routes.AddQueue(mq.Name)
 	}
+	var bs []routing.Binding
 	for _, b := range v.cfg.Meta.Bindings(v.cfg.Name) {
-		if err := v.routes.Bind(bindingFromMeta(b)); err != nil {
-			v.log.Warn("skipping stored binding", "source", b.Source, "destination", b.Destination, "err", err)
+		bs = append(bs, bindingFromMeta(b))
+	}
+	if err := v.routes.BindAll(bs); err != nil {
+		// Fall back to one at a time so one bad binding does not drop the rest.
+		for _, b := range bs {
+			if err := v.routes.Bind(b); err != nil {
+				v.log.Warn("skipping stored binding", "source", b.Source, "destination", b.Destination, "err", err)
+			}
 		}
 	}
+	v.store.RecoveryDone()
 	return nil
 }
 

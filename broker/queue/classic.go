@@ -66,6 +66,9 @@ type Classic struct {
 	sReadyBytes, sUnackedBytes     atomic.Int64
 	sPublished, sDelivered, sAcked atomic.Uint64
 	sActive                        atomic.Bool
+	// lastDelivery is when the loop last delivered (Unix nanoseconds): flow
+	// control holds publishers back only while consumers are taking messages.
+	lastDelivery atomic.Int64
 
 	// Owned by the loop goroutine.
 	st loopState
@@ -243,26 +246,52 @@ func (q *Classic) Publish(batch []Publish) {
 	}
 }
 
-// Throttle implements Queue.
+// Throttle implements Queue. It is the queue's flow control: a publisher
+// waits while the inbox is over its high-water mark, and, while consumers are
+// actively taking messages, while the ready backlog exceeds the in-memory
+// window — so a fast publisher runs at the consumers' pace instead of pushing
+// the queue onto disk. Consumers that stall (nothing delivered for
+// flowIdle) release publishers: the queue then grows onto disk as usual.
 func (q *Classic) Throttle(ctx context.Context) error {
-	q.mu.Lock()
-	if len(q.inbox) < inboxHighWater && q.inboxBytes < inboxHighWaterBytes || q.stopped {
+	for {
+		q.mu.Lock()
+		if q.stopped || !q.overloaded() {
+			q.mu.Unlock()
+			return nil
+		}
+		if q.drained == nil {
+			q.drained = make(chan struct{})
+		}
+		ch := q.drained
 		q.mu.Unlock()
-		return nil
+		t := time.NewTimer(flowIdle)
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-q.done:
+			t.Stop()
+			return nil
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		t.Stop()
 	}
-	if q.drained == nil {
-		q.drained = make(chan struct{})
+}
+
+// flowIdle is how long consumers may go without a delivery before flow
+// control stops holding publishers back.
+const flowIdle = 50 * time.Millisecond
+
+// overloaded reports whether publishers should wait; q.mu is held.
+func (q *Classic) overloaded() bool {
+	if len(q.inbox) >= inboxHighWater || q.inboxBytes >= inboxHighWaterBytes {
+		return true
 	}
-	ch := q.drained
-	q.mu.Unlock()
-	select {
-	case <-ch:
-		return nil
-	case <-q.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	if q.sConsumers.Load() == 0 || q.sReady.Load() <= int64(q.cfg.MemoryMessages) {
+		return false
 	}
+	return time.Now().UnixNano()-q.lastDelivery.Load() < int64(flowIdle)
 }
 
 // Ack implements Queue.

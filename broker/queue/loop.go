@@ -359,6 +359,7 @@ func (q *Classic) deliver() {
 			}
 			q.pop()
 			q.sDelivered.Add(1)
+			q.lastDelivery.Store(time.Now().UnixNano())
 			progressed = true
 			if cs.c.NoAck() {
 				q.forget(m)

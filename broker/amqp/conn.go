@@ -56,6 +56,7 @@ type conn struct {
 	closeOnce   sync.Once
 
 	batch publishBatch // reader only: publishes not yet handed to queues
+	acks  ackBatch     // reader only: acks not yet handed to queues
 
 	closeSent  atomic.Bool // we sent connection.close and wait for close-ok
 	blockedNow atomic.Bool // connection.blocked was sent
@@ -383,7 +384,7 @@ func (c *conn) readLoop(ctx context.Context) error {
 				lastDeadline = now
 			}
 		}
-		if c.batch.n > 0 && c.r.Buffered() == 0 {
+		if (c.batch.n > 0 || len(c.acks.queues) > 0) && c.r.Buffered() == 0 {
 			if err := c.flushPublishes(ctx); err != nil {
 				return err
 			}

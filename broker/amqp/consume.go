@@ -414,7 +414,9 @@ func (ch *channel) settle(tag uint64, multiple bool, kind settleKind, requeue bo
 	for _, b := range batches {
 		switch {
 		case kind == settleAck:
-			b.q.Ack(b.seqs)
+			// Acks are batched per queue and handed over with the
+			// connection's publishes (see conn.flushPending).
+			ch.c.acks.add(b.q, b.seqs)
 			ch.c.srv.Counters.Acked.Add(uint64(len(b.seqs)))
 		case requeue:
 			b.q.Requeue(b.seqs)

@@ -84,6 +84,11 @@ func (ch *channel) handleBody(ctx context.Context, payload []byte) error {
 func (ch *channel) finishPublish(ctx context.Context) error {
 	p := ch.pub
 	ch.pub = publishing{}
+	if r := ch.c.srv.blocked.Load(); r != nil {
+		// As RabbitMQ: a connection is told it is blocked when it publishes
+		// under an alarm, and its reader stops until the alarm clears.
+		ch.c.alarmChanged(*r)
+	}
 	if err := ch.c.srv.waitUnblocked(ctx, ch.c.done); err != nil {
 		return err
 	}
@@ -190,9 +195,34 @@ func (b *publishBatch) add(q queue.Queue, p queue.Publish) {
 	b.queues = append(b.queues, queueBatch{q: q, pubs: []queue.Publish{p}})
 }
 
-// flushPublishes hands batched publishes to their queues, then applies flow
-// control (Throttle) per queue.
+// ackBatch collects a connection's acks per queue.
+type ackBatch struct {
+	queues []queue.Queue
+	seqs   [][]uint64
+}
+
+func (a *ackBatch) add(q queue.Queue, seqs []uint64) {
+	for i, have := range a.queues {
+		if have == q {
+			a.seqs[i] = append(a.seqs[i], seqs...)
+			return
+		}
+	}
+	a.queues = append(a.queues, q)
+	a.seqs = append(a.seqs, seqs)
+}
+
+func (a *ackBatch) flush() {
+	for i, q := range a.queues {
+		q.Ack(a.seqs[i])
+	}
+	a.queues, a.seqs = a.queues[:0], a.seqs[:0]
+}
+
+// flushPublishes hands batched acks and publishes to their queues, then
+// applies flow control (Throttle) per queue.
 func (c *conn) flushPublishes(ctx context.Context) error {
+	c.acks.flush()
 	if c.batch.n == 0 {
 		return nil
 	}

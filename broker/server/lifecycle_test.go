@@ -1,0 +1,137 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/broker/brokertest"
+)
+
+// TestSIGTERMStopsGracefully checks a SIGTERM'd broker closes clients with
+// CONNECTION_FORCED, exits 0, and records a clean shutdown.
+func TestSIGTERMStopsGracefully(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the warren binary")
+	}
+	bin := buildWarren(t)
+	dir := t.TempDir()
+	port := brokertest.FreePort(t)
+	p := startProcess(t, bin, dir, port)
+	conn, err := amqp091.Dial(p.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+	ch, _ := conn.Channel()
+	if _, err := ch.QueueDeclare("kept", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = ch.Confirm(false)
+	dc, err := ch.PublishWithDeferredConfirm("", "kept", false, false, amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte("survivor")})
+	if err != nil || !dc.Wait() {
+		t.Fatalf("publish: %v", err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-closed:
+		if e == nil || e.Code != 320 {
+			t.Fatalf("client closed with %v, want 320 CONNECTION_FORCED", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("client not told about the shutdown")
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("warren exited with %v, want 0", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("warren did not exit after SIGTERM")
+	}
+	markers, _ := filepath.Glob(filepath.Join(dir, "vhosts", "*", "queues", "kept", "clean"))
+	if len(markers) != 1 {
+		t.Fatalf("no clean-shutdown marker for queue 'kept' (found %v)", markers)
+	}
+	p2 := startProcess(t, bin, dir, port)
+	conn2, err := amqp091.Dial(p2.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	ch2, _ := conn2.Channel()
+	d, ok, err := ch2.Get("kept", true)
+	if err != nil || !ok || string(d.Body) != "survivor" || d.Redelivered {
+		t.Fatalf("after restart got %q ok=%v redelivered=%v err=%v", d.Body, ok, d.Redelivered, err)
+	}
+}
+
+// TestQueueVersionChangeConvertsQueuesWithoutRestart changes a vhost's
+// storage policy over the HTTP API and checks each queue's files move to the
+// other layout while its messages stay.
+func TestQueueVersionChangeConvertsQueuesWithoutRestart(t *testing.T) {
+	n := brokertest.Start(t)
+	ch := n.Channel(t)
+	_ = ch.Confirm(false)
+	for _, q := range []string{"conv-a", "conv-b"} {
+		if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 100; i++ {
+			body := fmt.Sprintf("%s-%d", q, i)
+			if i%10 == 0 {
+				body += strings.Repeat("!", 5000) // into the message store
+			}
+			dc, err := ch.PublishWithDeferredConfirm("", q, false, false, amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte(body)})
+			if err != nil || !dc.Wait() {
+				t.Fatalf("publish: %v", err)
+			}
+		}
+	}
+	version := func(q string) string {
+		data, _ := os.ReadFile(filepath.Join(n.Cfg.DataDir, "vhosts", "%2F", "queues", q, "options"))
+		return strings.TrimSpace(string(data))
+	}
+	if v := version("conv-a"); v != "2" {
+		t.Fatalf("new queue is in version %q, want the default 2", v)
+	}
+	body, _ := json.Marshal(map[string]any{"storage": map[string]any{"queue-version": 1}})
+	req, _ := http.NewRequest("PUT", n.HTTPURL()+"/api/vhosts/%2F", bytes.NewReader(body))
+	req.SetBasicAuth("guest", "guest")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 204 {
+		t.Fatalf("PUT vhost storage: %v %v", err, resp.Status)
+	}
+	resp.Body.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for version("conv-a") != "1" || version("conv-b") != "1" {
+		if time.Now().After(deadline) {
+			t.Fatalf("queues still in versions %q %q", version("conv-a"), version("conv-b"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, q := range []string{"conv-a", "conv-b"} {
+		for i := 0; i < 100; i++ {
+			d, ok, err := ch.Get(q, true)
+			if err != nil || !ok || !strings.HasPrefix(string(d.Body), fmt.Sprintf("%s-%d", q, i)) {
+				t.Fatalf("%s message %d after conversion: %q ok=%v err=%v", q, i, d.Body, ok, err)
+			}
+		}
+	}
+	if _, err := ch.QueueDeclarePassive("conv-a", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -17,6 +17,13 @@
 // acked is deleted. Recovery scans the segments: published (or delivered)
 // persistent entries with a valid CRC are live; transient entries are dropped.
 //
+// Version 2 writes entries straight into the segments (4096 entries each).
+// Version 1 (segments of 16384 entries) first appends publishes and their
+// embedded bodies to a per-queue journal and moves them into the segments
+// when the journal fills or the queue closes; recovery replays the journal on
+// top of the segments (see journal.go). Conversion between the two rewrites a
+// queue's files beside the old ones and swaps them (see convert.go).
+//
 // Message store (per vhost): append-only files of records
 // len(4) crc32c(4) msgid(8) data, an in-memory map msgid -> location and
 // reference count (rebuilt at recovery from the files and the queue indexes),

@@ -83,6 +83,14 @@ type QueueIndex struct {
 	// redeliverBelow: after an unclean shutdown every recovered entry (seq
 	// below it) may have been delivered, so it is served redelivered.
 	redeliverBelow uint64
+
+	// Version 1 only: the journal and the entries it holds that are not yet
+	// in segment files (all newer than any segment entry).
+	journal      *os.File
+	journalN     int64 // journal size
+	journalRecs  int
+	journalDirty bool
+	jpend        map[uint64]*jentry
 }
 
 type segment struct {
@@ -249,6 +257,11 @@ func (q *QueueIndex) recover() (Recovery, error) {
 		// Never reuse a seq of a segment file that exists: start past it.
 		rec.Next = (nums[len(nums)-1] + 1) * E
 	}
+	if q.opts.Version == 1 {
+		if err := q.openJournal(&rec); err != nil {
+			return rec, err
+		}
+	}
 	q.next = rec.Next
 	if !rec.Clean {
 		q.redeliverBelow = rec.Next
@@ -321,50 +334,78 @@ func (q *QueueIndex) dropSegment(s *segment) {
 }
 
 // Append writes entries (seqs increasing). Embedded bodies go to the
-// segment's body file, larger ones to the message store.
+// segment's body file (version 1: to the journal first), larger ones to the
+// message store.
 func (q *QueueIndex) Append(entries []Entry) error {
-	E := q.opts.segmentEntries()
+	if q.journal != nil {
+		return q.journalAppend(entries)
+	}
+	return q.appendSegments(entries)
+}
+
+// buildEntry encodes en's index entry; body is what the segment's body file
+// must hold (nil for a message-store message).
+func (q *QueueIndex) buildEntry(en Entry) (e [entrySize]byte, body []byte, err error) {
+	e[0] = statusPublished
+	if en.Persistent {
+		e[1] |= flagPersistent
+	}
+	binary.BigEndian.PutUint64(e[8:], en.Seq)
+	binary.BigEndian.PutUint64(e[16:], uint64(en.ID))
+	binary.BigEndian.PutUint32(e[28:], uint32(len(en.Data)))
+	if len(en.Data) >= q.opts.EmbedBelow {
+		e[1] |= flagExternal
+		if err := q.vs.msgs.Write(en.ID, en.Data); err != nil {
+			return e, nil, err
+		}
+		return e, nil, nil
+	}
+	return e, en.Data, nil
+}
+
+func (q *QueueIndex) appendSegments(entries []Entry) error {
 	for _, en := range entries {
-		s, err := q.openSegment(en.Seq / E)
+		e, body, err := q.buildEntry(en)
 		if err != nil {
 			return err
 		}
-		var e [entrySize]byte
-		e[0] = statusPublished
-		if en.Persistent {
-			e[1] |= flagPersistent
+		if err := q.placeEntry(e, body); err != nil {
+			return err
 		}
-		binary.BigEndian.PutUint64(e[8:], en.Seq)
-		binary.BigEndian.PutUint64(e[16:], uint64(en.ID))
-		binary.BigEndian.PutUint32(e[28:], uint32(len(en.Data)))
-		var body []byte
-		if len(en.Data) >= q.opts.EmbedBelow {
-			e[1] |= flagExternal
-			if err := q.vs.msgs.Write(en.ID, en.Data); err != nil {
-				return err
-			}
-		} else {
-			body = en.Data
-			binary.BigEndian.PutUint32(e[24:], uint32(s.bodyN+int64(len(s.bodyBuf))))
-			s.bodyBuf = append(s.bodyBuf, body...)
+	}
+	return nil
+}
+
+// placeEntry puts a built entry (status included) into its segment: the
+// body is appended to the segment's body file, the entry's offset and CRC
+// set, and the entry buffered for its fixed position.
+func (q *QueueIndex) placeEntry(e [entrySize]byte, body []byte) error {
+	E := q.opts.segmentEntries()
+	seq := binary.BigEndian.Uint64(e[8:])
+	s, err := q.openSegment(seq / E)
+	if err != nil {
+		return err
+	}
+	if e[1]&flagExternal == 0 {
+		binary.BigEndian.PutUint32(e[24:], uint32(s.bodyN+int64(len(s.bodyBuf))))
+		s.bodyBuf = append(s.bodyBuf, body...)
+	}
+	binary.BigEndian.PutUint32(e[4:], entryCRC(e[:], body))
+	off := int64(seq%E) * entrySize
+	if len(s.pend) > 0 && s.pendOff+int64(len(s.pend)) != off {
+		if err := q.flushSegment(s); err != nil {
+			return err
 		}
-		binary.BigEndian.PutUint32(e[4:], entryCRC(e[:], body))
-		off := int64(en.Seq%E) * entrySize
-		if len(s.pend) > 0 && s.pendOff+int64(len(s.pend)) != off {
-			if err := q.flushSegment(s); err != nil {
-				return err
-			}
-		}
-		if len(s.pend) == 0 {
-			s.pendOff = off
-		}
-		s.pend = append(s.pend, e[:]...)
-		s.live++
-		q.live++
-		q.bytes += int64(len(en.Data))
-		if en.Seq >= q.next {
-			q.next = en.Seq + 1
-		}
+	}
+	if len(s.pend) == 0 {
+		s.pendOff = off
+	}
+	s.pend = append(s.pend, e[:]...)
+	s.live++
+	q.live++
+	q.bytes += int64(binary.BigEndian.Uint32(e[28:]))
+	if seq >= q.next {
+		q.next = seq + 1
 	}
 	return nil
 }
@@ -440,17 +481,42 @@ func (q *QueueIndex) setStatus(seqs []uint64, status byte, ack bool) error {
 }
 
 // Ack removes entries.
-func (q *QueueIndex) Ack(seqs []uint64) error { return q.setStatus(seqs, statusAcked, true) }
+func (q *QueueIndex) Ack(seqs []uint64) error {
+	if q.journal != nil {
+		return q.journalMark(seqs, jrecAck)
+	}
+	return q.setStatus(seqs, statusAcked, true)
+}
 
 // MarkDelivered records that entries were handed to a consumer, so recovery
 // after a clean shutdown sets their redelivered flag.
 func (q *QueueIndex) MarkDelivered(seqs []uint64) error {
+	if q.journal != nil {
+		return q.journalMark(seqs, jrecDelivered)
+	}
 	return q.setStatus(seqs, statusDelivered, false)
 }
 
 // Read calls fn for up to max live entries (and about maxBytes) with Seq >= from,
 // in order, and returns the seq to continue from.
 func (q *QueueIndex) Read(from uint64, max, maxBytes int, fn func(Entry)) (uint64, error) {
+	if q.journal == nil {
+		return q.readSegments(from, max, maxBytes, fn)
+	}
+	// Every journal entry is newer than every segment entry: segments first.
+	n, bytes := 0, 0
+	next, err := q.readSegments(from, max, maxBytes, func(e Entry) {
+		n++
+		bytes += len(e.Data)
+		fn(e)
+	})
+	if err != nil || n >= max || (maxBytes > 0 && bytes >= maxBytes) {
+		return next, err
+	}
+	return q.readJournal(next, max-n, maxBytes-bytes, maxBytes > 0, fn)
+}
+
+func (q *QueueIndex) readSegments(from uint64, max, maxBytes int, fn func(Entry)) (uint64, error) {
 	if err := q.Flush(); err != nil {
 		return from, err
 	}
@@ -523,6 +589,10 @@ func (q *QueueIndex) dirtyFiles() ([]*os.File, error) {
 			s.dirty = false
 		}
 	}
+	if q.journal != nil && q.journalDirty {
+		files = append(files, q.journal)
+		q.journalDirty = false
+	}
 	return files, nil
 }
 
@@ -549,6 +619,11 @@ func (q *QueueIndex) Purge() error {
 // Close flushes and fsyncs the queue's files; clean records a clean shutdown.
 func (q *QueueIndex) Close(clean bool) error {
 	var errs []error
+	if q.journal != nil {
+		if err := q.flushJournal(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := q.Flush(); err != nil {
 		errs = append(errs, err)
 	}
@@ -570,6 +645,10 @@ func (q *QueueIndex) Close(clean bool) error {
 }
 
 func (q *QueueIndex) closeFiles() {
+	if q.journal != nil {
+		q.journal.Close()
+		q.journal = nil
+	}
 	for _, s := range q.segs {
 		s.idx.Close()
 		s.body.Close()

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -162,7 +164,7 @@ func Load(path string, environ []string) (Config, error) {
 		if err != nil {
 			return cfg, fmt.Errorf("config: read %s: %w", path, err)
 		}
-		if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		if err := unmarshalYAML(data, &cfg); err != nil {
 			return cfg, fmt.Errorf("config: parse %s: %w", path, err)
 		}
 	}
@@ -323,4 +325,54 @@ func (c Config) Validate() error {
 // Path joins elems under the data directory.
 func (c Config) Path(elems ...string) string {
 	return filepath.Join(append([]string{c.DataDir}, elems...)...)
+}
+
+// unmarshalYAML decodes a config file strictly (unknown keys are errors),
+// accepting durations written as strings such as "30s".
+func unmarshalYAML(data []byte, cfg *Config) error {
+	var raw map[string]any
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	if err := parseDurations(raw, reflect.TypeOf(*cfg), ""); err != nil {
+		return err
+	}
+	js, err := json.Marshal(raw)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	return dec.Decode(cfg)
+}
+
+// parseDurations replaces duration strings in m with nanoseconds, following
+// the struct type t.
+func parseDurations(m map[string]any, t reflect.Type, prefix string) error {
+	durType := reflect.TypeOf(time.Duration(0))
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := strings.Split(f.Tag.Get("json"), ",")[0]
+		v, ok := m[name]
+		if !ok {
+			continue
+		}
+		switch {
+		case f.Type == durType:
+			if s, ok := v.(string); ok {
+				d, err := time.ParseDuration(s)
+				if err != nil {
+					return fmt.Errorf("%s%s: %w", prefix, name, err)
+				}
+				m[name] = int64(d)
+			}
+		case f.Type.Kind() == reflect.Struct:
+			if sub, ok := v.(map[string]any); ok {
+				if err := parseDurations(sub, f.Type, prefix+name+"."); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }

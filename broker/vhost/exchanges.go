@@ -76,12 +76,6 @@ func (v *Vhost) DeleteExchange(ctx context.Context, name string, ifUnused bool) 
 		v.mu.Unlock()
 		return errorf(ErrNotFound, "no exchange '%s' in vhost '%s'", name, v.cfg.Name)
 	}
-	var removed []routing.Binding
-	for _, b := range v.routes.Bindings() {
-		if b.Source == name || (b.ToExchange && b.Destination == name) {
-			removed = append(removed, b)
-		}
-	}
 	if err := v.routes.DeleteExchange(name, ifUnused); err != nil {
 		v.mu.Unlock()
 		if errors.Is(err, routing.ErrInUse) {
@@ -90,7 +84,7 @@ func (v *Vhost) DeleteExchange(ctx context.Context, name string, ifUnused bool) 
 		return errorf(ErrNotFound, "no exchange '%s' in vhost '%s'", name, v.cfg.Name)
 	}
 	v.mu.Unlock()
-	v.forgetBindings(ctx, removed)
+	// The stored exchange's bindings go with it (meta cascades the delete).
 	if e.Durable {
 		if err := v.cfg.Meta.DeleteExchange(ctx, v.cfg.Name, name); err != nil {
 			return fmt.Errorf("delete stored exchange %q: %w", name, err)
@@ -158,14 +152,6 @@ func (v *Vhost) checkBinding(b routing.Binding) (bool, error) {
 	}
 	info := e.q.Info()
 	return src.Durable && info.Durable && !info.Exclusive, nil
-}
-
-func (v *Vhost) forgetBindings(ctx context.Context, bs []routing.Binding) {
-	for _, b := range bs {
-		if err := v.cfg.Meta.DeleteBinding(ctx, bindingToMeta(v.cfg.Name, b)); err != nil {
-			v.log.Debug("delete stored binding", "err", err)
-		}
-	}
 }
 
 func (v *Vhost) forgetExchanges(ctx context.Context, names []string) {

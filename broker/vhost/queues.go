@@ -214,9 +214,9 @@ func (v *Vhost) DeleteQueue(ctx context.Context, name string, o QueueDeleteOptio
 		return 0, errorf(ErrPrecondition, "queue '%s' in vhost '%s' is not empty", name, v.cfg.Name)
 	}
 	delete(v.queues, name)
-	removed, autoDeleted := v.routes.RemoveQueue(name)
+	// The stored queue's bindings go with it (meta cascades the delete).
+	_, autoDeleted := v.routes.RemoveQueue(name)
 	v.mu.Unlock()
-	v.forgetBindings(ctx, removed)
 
 	info := e.q.Info()
 	if info.Durable && !info.Exclusive {

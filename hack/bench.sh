@@ -130,7 +130,11 @@ run_backlog() {
   t0=$(date +%s.%N)
   perftest -x 2 -y 0 -C "$per" -s 100 -f persistent -u backlog -ad false --id fill >/dev/null 2>&1 || true
   t1=$(date +%s.%N)
-  perftest -x 0 -y 1 -q 1000 -u backlog -ad false -D "$n" --id drain >/dev/null 2>&1 || true
+  perftest -x 0 -y 1 -q 1000 -u backlog -ad false -f persistent --predeclared --exit-when empty --id drain >/dev/null 2>&1 || true
+  local left
+  left=$(curl -s -u guest:guest http://127.0.0.1:15672/api/queues/%2F/backlog 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin).get("messages", "?"))' 2>/dev/null || echo "?")
+  [ "$broker" = rabbitmq ] && left=$(timeout 30 rabbitmqctl -n rabbit@localhost list_queues name messages 2>/dev/null | awk '$1=="backlog" {print $2}')
+  log "$broker backlog: ${left:-?} messages left after the drain"
   t2=$(date +%s.%N)
   local fill drain
   fill=$(awk -v a="$t0" -v b="$t1" -v n="$n" 'BEGIN{printf "%d", n/(b-a)}')

@@ -302,6 +302,8 @@ collect:
 	if len(got) != 3 {
 		t.Fatalf("global prefetch 3 across two consumers delivered %d", len(got))
 	}
+	// basic.recover is deprecated but still part of the protocol clients use.
+	//lint:ignore SA1019 testing the deprecated method on purpose
 	if err := ch.Recover(true); err != nil {
 		t.Fatalf("basic.recover: %v", err)
 	}

@@ -214,9 +214,6 @@ func (ch *channel) deliver(ctag string, cons *consumer, d queue.Delivery) {
 }
 
 func (ch *channel) basicQos(m *wire.BasicQos) error {
-	if m.PrefetchCount > 65535 {
-		return newError(wire.PreconditionFailed, "prefetch count %d out of range", m.PrefetchCount)
-	}
 	if m.Global {
 		ch.globalPrefetch.Store(int32(m.PrefetchCount))
 		ch.wakeConsumers()

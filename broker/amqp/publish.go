@@ -260,7 +260,6 @@ type confirmTracker struct {
 	base    uint64 // tag of entries[0]
 	entries []confirmEntry
 	head    int
-	settled int // entries settled but not yet sent
 }
 
 type confirmEntry struct {

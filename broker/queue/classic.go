@@ -93,19 +93,17 @@ type loopState struct {
 	head       int
 	readyBytes int64
 	// Messages only on disk: seqs >= diskFrom, diskCount of them.
-	diskFrom     uint64
-	diskCount    int
-	diskBytes    int64
-	nextSeq      uint64
-	unacked      map[uint64]*unackedMsg
-	unackedB     int64
-	consumers    []*consumerState
-	rr           int
-	hadConsumer  bool
-	lastUsed     time.Time
-	expiryTimer  *time.Timer
-	expiresTimer *time.Timer
-	deleted      bool
+	diskFrom    uint64
+	diskCount   int
+	diskBytes   int64
+	nextSeq     uint64
+	unacked     map[uint64]*unackedMsg
+	unackedB    int64
+	consumers   []*consumerState
+	rr          int
+	hadConsumer bool
+	lastUsed    time.Time
+	expiryTimer *time.Timer
 }
 
 type unackedMsg struct {

@@ -143,8 +143,23 @@ func (ch *channel) route(ctx context.Context, msg *message.Message, mandatory bo
 	case tracker != nil:
 		confirmer = tracker
 	case ch.confirmMode:
-		tag = ch.confirms.add(len(qs))
+		// Queues that neither fsync nor may refuse the message confirm it
+		// here, on enqueue, saving the round trip through their goroutine.
+		waiting := 0
+		for _, q := range qs {
+			if !confirmsAtEnqueue(q, msg) {
+				waiting++
+			}
+		}
+		tag = ch.confirms.add(waiting)
 		confirmer = &ch.confirms
+		if waiting == 0 && len(qs) > 0 {
+			for _, q := range qs {
+				ch.c.batch.add(q, queue.Publish{Msg: msg})
+			}
+			ch.confirms.Confirm(nil, true)
+			return ch.maybeFlush(ctx)
+		}
 	}
 	if len(qs) == 0 {
 		ch.c.srv.Counters.Unroutable.Add(1)
@@ -158,12 +173,28 @@ func (ch *channel) route(ctx context.Context, msg *message.Message, mandatory bo
 		return nil
 	}
 	for _, q := range qs {
-		ch.c.batch.add(q, queue.Publish{Msg: msg, Confirm: confirmer, Tag: tag})
+		p := queue.Publish{Msg: msg}
+		if confirmer != nil && (tracker != nil || !confirmsAtEnqueue(q, msg)) {
+			p.Confirm, p.Tag = confirmer, tag
+		}
+		ch.c.batch.add(q, p)
 	}
+	return ch.maybeFlush(ctx)
+}
+
+func (ch *channel) maybeFlush(ctx context.Context) error {
 	if ch.c.batch.n >= maxPublishBatch {
 		return ch.c.flushPublishes(ctx)
 	}
 	return nil
+}
+
+// confirmsAtEnqueue asks a queue type whether it confirms msg on enqueue.
+func confirmsAtEnqueue(q queue.Queue, msg *message.Message) bool {
+	c, ok := q.(interface {
+		ConfirmsAtEnqueue(*message.Message) bool
+	})
+	return ok && c.ConfirmsAtEnqueue(msg)
 }
 
 // maxPublishBatch bounds how many publishes a connection holds before

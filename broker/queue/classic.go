@@ -382,3 +382,14 @@ func (q *Classic) publishStats() {
 	q.sConsumers.Store(int64(len(s.consumers)))
 	q.sActive.Store(len(s.consumers) > 0)
 }
+
+// ConfirmsAtEnqueue reports whether a publish of msg can be confirmed as soon
+// as it is handed to the queue: the queue neither fsyncs it (a transient
+// message, or a non-durable queue) nor may refuse it (x-overflow
+// reject-publish with a length limit).
+func (q *Classic) ConfirmsAtEnqueue(msg *message.Message) bool {
+	if msg.Persistent && q.info.Durable {
+		return false
+	}
+	return q.args.Overflow == "drop-head" || (q.args.MaxLength < 0 && q.args.MaxLengthBytes < 0)
+}

@@ -1,0 +1,169 @@
+package streamlog
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+)
+
+// maxChunkData bounds a batch's data so that a chunk always fits a segment
+// (index positions are 32 bits).
+const maxChunkData = 1<<31 - 1<<20
+
+// Batch collects the entries of one user chunk and the tracking that goes
+// with them: what one or several publishers sent in one write interval.
+// Append writes it as one chunk. A Batch is reusable (Reset) and builds the
+// chunk in place, so appending to a warm Batch allocates nothing. It is not
+// safe for concurrent use.
+type Batch struct {
+	buf      []byte // header space + data, built in place
+	entries  int
+	records  int
+	trailer  []byte // publisher sequences (trackSequence records, chunk id patched at Append)
+	seqPos   []int  // positions of the chunk id fields in trailer
+	seqRefs  []string
+	seqVals  []uint64
+	offsets  []byte // consumer offsets (trackOffset records): a tracking chunk
+	offRefs  []string
+	offVals  []uint64
+}
+
+// NewBatch returns an empty batch.
+func NewBatch() *Batch {
+	b := &Batch{}
+	b.Reset()
+	return b
+}
+
+// Reset empties the batch, keeping its buffers.
+func (b *Batch) Reset() {
+	if cap(b.buf) < HeaderSize {
+		b.buf = make([]byte, HeaderSize, 4096)
+	}
+	b.buf = b.buf[:HeaderSize]
+	b.entries, b.records = 0, 0
+	b.trailer = b.trailer[:0]
+	b.seqPos = b.seqPos[:0]
+	b.seqRefs = b.seqRefs[:0]
+	b.seqVals = b.seqVals[:0]
+	b.offsets = b.offsets[:0]
+	b.offRefs = b.offRefs[:0]
+	b.offVals = b.offVals[:0]
+}
+
+// Entries is the number of entries in the batch.
+func (b *Batch) Entries() int { return b.entries }
+
+// Records is the number of records (messages) in the batch.
+func (b *Batch) Records() int { return b.records }
+
+// DataLen is the number of data bytes in the batch so far.
+func (b *Batch) DataLen() int { return len(b.buf) - HeaderSize }
+
+// Empty reports whether the batch holds no entry and no tracking.
+func (b *Batch) Empty() bool { return b.entries == 0 && len(b.offRefs) == 0 }
+
+func (b *Batch) room(n int) bool {
+	return b.entries < MaxEntries && len(b.buf)-HeaderSize+n <= maxChunkData
+}
+
+// AddSimple adds one message (an AMQP 1.0 encoded message, opaque here)
+// as a simple entry: size(4, high bit 0) followed by the bytes.
+func (b *Batch) AddSimple(msg []byte) error {
+	if !b.room(4+len(msg)) || len(msg) > simpleEntryMax {
+		return ErrBatchFull
+	}
+	b.buf = binary.BigEndian.AppendUint32(b.buf, uint32(len(msg)))
+	b.buf = append(b.buf, msg...)
+	b.entries++
+	b.records++
+	return nil
+}
+
+// AddSubBatch adds a sub-batch entry as the stream protocol's publish
+// carries it: compression type, number of records, uncompressed length and
+// the (possibly compressed) bytes, which hold records each prefixed by a
+// 32-bit size once uncompressed.
+func (b *Batch) AddSubBatch(compression uint8, numRecords uint16, uncompressedLen uint32, data []byte) error {
+	if !b.room(subBatchHeaderSize+len(data)) || numRecords == 0 {
+		return ErrBatchFull
+	}
+	b.buf = append(b.buf, 0x80|(compression&0x7)<<4)
+	b.buf = binary.BigEndian.AppendUint16(b.buf, numRecords)
+	b.buf = binary.BigEndian.AppendUint32(b.buf, uncompressedLen)
+	b.buf = binary.BigEndian.AppendUint32(b.buf, uint32(len(data)))
+	b.buf = append(b.buf, data...)
+	b.entries++
+	b.records += int(numRecords)
+	return nil
+}
+
+// TrackPublisher records the last publishing id of the named publisher
+// (publisher de-duplication) in the chunk's trailer. Call it once per
+// publisher reference per batch, with the highest publishing id in the
+// batch. Log.PublisherSequence returns it from Append on, and after a
+// restart.
+func (b *Batch) TrackPublisher(ref string, seq uint64) error {
+	if len(ref) > 255 {
+		return ErrRefTooLong
+	}
+	b.trailer = appendTrackSeq(b.trailer, ref, 0, seq)
+	b.seqPos = append(b.seqPos, len(b.trailer)-16)
+	b.seqRefs = append(b.seqRefs, ref)
+	b.seqVals = append(b.seqVals, seq)
+	return nil
+}
+
+// TrackOffset records a consumer's offset under its reference (store
+// offset). Offsets go into a tracking chunk that Append writes after the
+// user chunk, in the same write.
+func (b *Batch) TrackOffset(ref string, offset uint64) error {
+	if len(ref) > 255 {
+		return ErrRefTooLong
+	}
+	b.offsets = appendTrackOffset(b.offsets, ref, offset)
+	b.offRefs = append(b.offRefs, ref)
+	b.offVals = append(b.offVals, offset)
+	return nil
+}
+
+// seal fills the user chunk's header and trailer chunk ids; it returns the
+// bytes of the whole chunk (header, data, trailer).
+func (b *Batch) seal(chunkID uint64, ts int64, epoch uint64) []byte {
+	data := b.buf[HeaderSize:]
+	h := Header{
+		Type:       ChunkUser,
+		NumEntries: uint16(b.entries),
+		NumRecords: uint32(b.records),
+		Timestamp:  ts,
+		Epoch:      epoch,
+		ChunkID:    chunkID,
+		CRC:        crc32.ChecksumIEEE(data),
+		DataLen:    uint32(len(data)),
+		TrailerLen: uint32(len(b.trailer)),
+	}
+	h.put(b.buf)
+	for _, p := range b.seqPos {
+		binary.BigEndian.PutUint64(b.trailer[p:], chunkID)
+	}
+	return b.buf
+}
+
+// buildTracking appends a tracking chunk of type typ holding data to dst.
+// A tracking chunk has one entry and one record (it takes one offset, as in
+// osiris, so chunk ids stay unique).
+func buildTracking(dst []byte, typ ChunkType, data []byte, chunkID uint64, ts int64, epoch uint64) []byte {
+	h := Header{
+		Type:       typ,
+		NumEntries: 1,
+		NumRecords: 1,
+		Timestamp:  ts,
+		Epoch:      epoch,
+		ChunkID:    chunkID,
+		CRC:        crc32.ChecksumIEEE(data),
+		DataLen:    uint32(len(data)),
+	}
+	n := len(dst)
+	dst = append(dst, make([]byte, HeaderSize)...)
+	h.put(dst[n:])
+	return append(dst, data...)
+}

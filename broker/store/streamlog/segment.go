@@ -1,0 +1,224 @@
+package streamlog
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// createSegment creates the segment and index files starting at base.
+func (l *Log) createSegment(base uint64) (seg, idx *os.File, err error) {
+	s := &segment{base: base}
+	seg, err = os.OpenFile(s.segPath(l.dir), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create segment: %w", err)
+	}
+	if _, err = seg.Write(fileHeader(segmentMagic)); err != nil {
+		seg.Close()
+		return nil, nil, fmt.Errorf("write segment header: %w", err)
+	}
+	idx, err = os.OpenFile(s.idxPath(l.dir), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		seg.Close()
+		return nil, nil, fmt.Errorf("create index: %w", err)
+	}
+	if _, err = idx.Write(fileHeader(indexMagic)); err != nil {
+		seg.Close()
+		idx.Close()
+		return nil, nil, fmt.Errorf("write index header: %w", err)
+	}
+	return seg, idx, nil
+}
+
+// roll closes the active segment (after fsyncing its data, so that sealed
+// segments are always whole on disk) and starts a new one at the next
+// offset, opened by a tracking snapshot when there is tracking state.
+// Called with l.mu held.
+func (l *Log) roll(ts int64) error {
+	if err := fdatasync(l.seg); err != nil {
+		return fmt.Errorf("streamlog: sync %s before roll: %w", l.dir, err)
+	}
+	base := l.written.next
+	seg, idx, err := l.createSegment(base)
+	if err != nil {
+		return fmt.Errorf("streamlog: roll %s: %w", l.dir, err)
+	}
+	l.rolled = append(l.rolled, rolledFiles{seg: l.seg, idx: l.idx, idxBuf: l.pendIdx})
+	l.pendIdx = nil
+	l.seg, l.idx = seg, idx
+	l.dirDirty = true
+	ns := &segment{base: base, size: FileHeaderSize}
+	l.segs = append(l.segs, ns)
+	if len(l.writers) > 0 || len(l.offsets) > 0 {
+		data := l.tbuf[:0]
+		for ref, seq := range l.writers {
+			data = appendTrackSeq(data, ref, base, seq)
+		}
+		for ref, off := range l.offsets {
+			data = appendTrackOffset(data, ref, off)
+		}
+		l.tbuf = data
+		buf := buildTracking(l.wbuf[:0], ChunkTrackingSnapshot, data, base, ts, l.opts.Epoch)
+		l.wbuf = buf[:0]
+		if _, err := l.seg.Write(buf); err != nil {
+			return fmt.Errorf("streamlog: write tracking snapshot in %s: %w", l.dir, err)
+		}
+		l.addIndex(indexRecord{ChunkID: base, Timestamp: ts, Epoch: l.opts.Epoch, Pos: FileHeaderSize, Type: ChunkTrackingSnapshot})
+		ns.size += int64(len(buf))
+		ns.chunks, ns.firstTS, ns.lastTS, ns.snapshot = 1, ts, ts, true
+		w := l.written
+		w.seg, w.end, w.last, w.next = ns, ns.size, int64(base), base+1
+		l.written = w
+	}
+	l.retain(ts)
+	return nil
+}
+
+// ApplyRetention removes the segments that retention (MaxBytes, MaxAge)
+// no longer keeps. Retention also runs whenever a segment is rolled; call
+// this periodically for age-based retention of a log that stopped growing.
+func (l *Log) ApplyRetention() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		l.retain(l.opts.Now().UnixMilli())
+	}
+}
+
+// retain removes whole segments, oldest first, never the active one.
+// Called with l.mu held.
+func (l *Log) retain(nowMs int64) {
+	var total int64
+	for _, s := range l.segs {
+		total += s.size
+	}
+	for len(l.segs) > 1 {
+		s := l.segs[0]
+		bySize := l.opts.MaxBytes > 0 && total > l.opts.MaxBytes
+		byAge := l.opts.MaxAge > 0 && s.lastTS < nowMs-l.opts.MaxAge.Milliseconds()
+		if !bySize && !byAge {
+			return
+		}
+		// Readers that have the file open keep reading it; new readers
+		// start at the next segment.
+		os.Remove(s.segPath(l.dir))
+		os.Remove(s.idxPath(l.dir))
+		total -= s.size
+		l.segs[0] = nil
+		l.segs = l.segs[1:]
+	}
+}
+
+// scanner reads a segment's chunks sequentially.
+type scanner struct {
+	r    *bufio.Reader
+	pos  int64
+	buf  []byte
+	next uint64 // expected chunk id
+}
+
+func newScanner(f *os.File, base uint64) (*scanner, error) {
+	var hdr [FileHeaderSize]byte
+	if _, err := f.ReadAt(hdr[:], 0); err != nil {
+		return nil, fmt.Errorf("%w: segment header: %v", ErrCorrupt, err)
+	}
+	if !bytes.Equal(hdr[:4], segmentMagic[:]) {
+		return nil, fmt.Errorf("%w: bad segment magic", ErrCorrupt)
+	}
+	return &scanner{
+		r:    bufio.NewReaderSize(io.NewSectionReader(f, FileHeaderSize, 1<<62), 1<<20),
+		pos:  FileHeaderSize,
+		next: base,
+	}, nil
+}
+
+// chunk returns the next whole valid chunk and its position; io.EOF at a
+// clean end; ErrCorrupt (wrapped) at a torn or invalid chunk.
+func (s *scanner) chunk() (Header, []byte, int64, error) {
+	if cap(s.buf) < HeaderSize {
+		s.buf = make([]byte, 64<<10)
+	}
+	b := s.buf[:HeaderSize]
+	n, err := io.ReadFull(s.r, b)
+	if err == io.EOF {
+		return Header{}, nil, s.pos, io.EOF
+	}
+	if err != nil {
+		return Header{}, nil, s.pos, fmt.Errorf("%w: torn header at %d (%d bytes)", ErrCorrupt, s.pos, n)
+	}
+	h, err := ParseHeader(b)
+	if err != nil {
+		return h, nil, s.pos, fmt.Errorf("at %d: %w", s.pos, err)
+	}
+	if h.ChunkID != s.next {
+		return h, nil, s.pos, fmt.Errorf("%w: chunk id %d at %d, expected %d", ErrCorrupt, h.ChunkID, s.pos, s.next)
+	}
+	size := h.Size()
+	if size > maxSegmentFileBytes {
+		return h, nil, s.pos, fmt.Errorf("%w: chunk of %d bytes at %d", ErrCorrupt, size, s.pos)
+	}
+	if int64(cap(s.buf)) < size {
+		nb := make([]byte, size)
+		copy(nb, b)
+		s.buf = nb
+	}
+	b = s.buf[:size]
+	if _, err := io.ReadFull(s.r, b[HeaderSize:]); err != nil {
+		return h, nil, s.pos, fmt.Errorf("%w: torn chunk %d at %d", ErrCorrupt, h.ChunkID, s.pos)
+	}
+	if _, _, err := ParseChunk(b); err != nil {
+		return h, nil, s.pos, fmt.Errorf("at %d: %w", s.pos, err)
+	}
+	pos := s.pos
+	s.pos += size
+	s.next = h.NextOffset()
+	return h, b, pos, nil
+}
+
+// applyTracking folds the tracking of one chunk into the log's state.
+func (l *Log) applyTracking(h *Header, b []byte) {
+	fn := func(typ byte, ref []byte, _, val uint64) {
+		switch typ {
+		case trackSequence:
+			l.writers[string(ref)] = val
+		case trackOffset:
+			l.offsets[string(ref)] = val
+		}
+	}
+	ds := h.DataStart()
+	if h.Type != ChunkUser {
+		_ = walkTracking(b[ds:ds+int64(h.DataLen)], fn)
+	}
+	if h.TrailerLen > 0 {
+		_ = walkTracking(b[ds+int64(h.DataLen):], fn)
+	}
+}
+
+// fdatasync flushes a file's data (and the metadata needed to read it).
+func fdatasync(f *os.File) error {
+	for {
+		err := syscall.Fdatasync(int(f.Fd()))
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// indexPath helpers for recovery.
+func (l *Log) paths(base uint64) (string, string) {
+	return filepath.Join(l.dir, segName(base)), filepath.Join(l.dir, idxName(base))
+}

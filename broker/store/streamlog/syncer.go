@@ -1,0 +1,114 @@
+package streamlog
+
+import (
+	"fmt"
+	"os"
+)
+
+// syncLoop is the log's syncer goroutine: it writes the pending index
+// records, fsyncs (group commit: everything appended since the previous
+// round is made durable by one round), advances the commit point, wakes
+// the readers and calls the durability callbacks.
+func (l *Log) syncLoop() {
+	defer close(l.stopped)
+	for range l.wake {
+		for {
+			l.mu.Lock()
+			if len(l.pend) == 0 && len(l.rolled) == 0 {
+				closed := l.closed
+				l.mu.Unlock()
+				if closed {
+					return
+				}
+				break
+			}
+			pend := l.pend
+			l.pend = l.sparePend[:0]
+			l.sparePend = nil
+			rolled := l.rolled
+			l.rolled = nil
+			idxBuf := l.pendIdx
+			l.pendIdx = l.spareIdx[:0]
+			l.spareIdx = nil
+			seg, idx := l.seg, l.idx
+			dirDirty := l.dirDirty
+			l.dirDirty = false
+			err := l.failed
+			l.mu.Unlock()
+
+			if err == nil {
+				err = l.flush(rolled, seg, idx, idxBuf, dirDirty)
+			} else {
+				for _, r := range rolled {
+					r.seg.Close()
+					r.idx.Close()
+				}
+			}
+
+			l.mu.Lock()
+			l.spareIdx = idxBuf[:0]
+			if err != nil && l.failed == nil {
+				l.failed = err
+			}
+			if err == nil && len(pend) > 0 {
+				l.commit = pend[len(pend)-1].upto
+				old := l.notify
+				l.notify = make(chan struct{})
+				close(old)
+			}
+			l.mu.Unlock()
+			for i := range pend {
+				if pend[i].done != nil {
+					pend[i].done(pend[i].id, err)
+				}
+				pend[i] = pending{}
+			}
+			l.mu.Lock()
+			l.sparePend = pend[:0]
+			l.mu.Unlock()
+		}
+	}
+}
+
+// flush writes index records and fsyncs the files of one round.
+func (l *Log) flush(rolled []rolledFiles, seg, idx *os.File, idxBuf []byte, dirDirty bool) error {
+	sync := l.opts.Sync == SyncGroup
+	for _, r := range rolled {
+		var err error
+		if len(r.idxBuf) > 0 {
+			_, err = r.idx.Write(r.idxBuf)
+		}
+		if err == nil && sync {
+			if err = fdatasync(r.seg); err == nil {
+				err = fdatasync(r.idx)
+			}
+		}
+		r.seg.Close()
+		r.idx.Close()
+		if err != nil {
+			return fmt.Errorf("streamlog: flush rolled segment in %s: %w", l.dir, err)
+		}
+	}
+	if len(idxBuf) > 0 {
+		if _, err := idx.Write(idxBuf); err != nil {
+			return fmt.Errorf("streamlog: write index in %s: %w", l.dir, err)
+		}
+	}
+	if !sync {
+		return nil
+	}
+	if err := fdatasync(seg); err != nil {
+		return fmt.Errorf("streamlog: sync segment in %s: %w", l.dir, err)
+	}
+	if len(idxBuf) > 0 {
+		if err := fdatasync(idx); err != nil {
+			return fmt.Errorf("streamlog: sync index in %s: %w", l.dir, err)
+		}
+	}
+	if dirDirty {
+		if err := syncDir(l.dir); err != nil {
+			return fmt.Errorf("streamlog: sync directory %s: %w", l.dir, err)
+		}
+	}
+	return nil
+}

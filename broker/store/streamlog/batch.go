@@ -15,16 +15,16 @@ const maxChunkData = 1<<31 - 1<<20
 // chunk in place, so appending to a warm Batch allocates nothing. It is not
 // safe for concurrent use.
 type Batch struct {
-	buf      []byte // header space + data, built in place
-	entries  int
-	records  int
-	trailer  []byte // publisher sequences (trackSequence records, chunk id patched at Append)
-	seqPos   []int  // positions of the chunk id fields in trailer
-	seqRefs  []string
-	seqVals  []uint64
-	offsets  []byte // consumer offsets (trackOffset records): a tracking chunk
-	offRefs  []string
-	offVals  []uint64
+	buf     []byte // header space + data, built in place
+	entries int
+	records int
+	trailer []byte // publisher sequences (trackSequence records, chunk id patched at Append)
+	seqPos  []int  // positions of the chunk id fields in trailer
+	seqRefs []string
+	seqVals []uint64
+	offsets []byte // consumer offsets (trackOffset records): a tracking chunk
+	offRefs []string
+	offVals []uint64
 }
 
 // NewBatch returns an empty batch.

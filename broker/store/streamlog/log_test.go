@@ -139,7 +139,7 @@ func TestRoundTripManySegments(t *testing.T) {
 			dir := t.TempDir()
 			l := openLog(t, dir, Options{MaxSegmentBytes: 10_000})
 			defer l.Close()
-			appendChunks(t, l, 0, 300, 3, 100) // ~300*(48+3*104)=108KB: ~11 segments
+			appendChunks(t, l, 0, 300, 3, 100)   // ~300*(48+3*104)=108KB: ~11 segments
 			appendChunks(t, l, 900, 20, 1, 5000) // chunks above the read-ahead limit
 			st := l.Stats()
 			if st.Segments < 10 {

@@ -6,7 +6,7 @@ DATA_DIR ?= ./data
 FUZZTIME ?= 10s
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build run test test-go test-fuzz lint generate bench bench-streams clean
+.PHONY: all build run test test-go test-fuzz lint generate bench bench-streams clean images
 
 all: build
 
@@ -50,6 +50,11 @@ generate:
 ## bench: Warren vs RabbitMQ with PerfTest, table into docs/benchmarks.md
 bench:
 	./hack/bench.sh
+
+## images: warren and warren-operator images as archives in out/images (no Docker daemon;
+## IMAGE_REGISTRY=docker.io/warrenmq IMAGE_TAG=dev), for ctr images import / kind load image-archive
+images:
+	./hack/images.sh
 
 clean:
 	rm -rf $(BIN)

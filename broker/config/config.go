@@ -32,6 +32,7 @@ type Config struct {
 	Limits     Limits     `json:"limits"`
 	Storage    Storage    `json:"storage"`
 	Cluster    Cluster    `json:"cluster"`
+	Debug      Debug      `json:"debug"`
 }
 
 // AMQP configures the AMQP 0.9.1 listener.
@@ -107,6 +108,14 @@ type Cluster struct {
 	DNS string `json:"dns"`
 	// Token authenticates peers to each other.
 	Token string `json:"token"`
+}
+
+// Debug holds settings for diagnosing a running node.
+type Debug struct {
+	// PprofListen, when set (e.g. "127.0.0.1:6060"), serves Go's
+	// net/http/pprof profiles there. Off by default: profiles expose
+	// internals, so bind it to loopback.
+	PprofListen string `json:"pprof_listen"`
 }
 
 // Default returns the embedded defaults: what `make run` uses.

@@ -38,8 +38,11 @@ type ClassicConfig struct {
 
 const (
 	inboxHighWater      = 4096
-	inboxHighWaterBytes = 64 << 20
-	windowBytes         = 32 << 20
+	inboxHighWaterBytes = 16 << 20
+	// publishOverhead is what a queued publish costs beyond its body
+	// (message header, props, slice entries), for inbox accounting.
+	publishOverhead = 256
+	windowBytes     = 32 << 20
 )
 
 // Classic is a classic queue: one goroutine owning an in-memory window of
@@ -232,7 +235,7 @@ func (q *Classic) call(ctx context.Context, c cmd) (result, error) {
 func (q *Classic) Publish(batch []Publish) {
 	var bytes int64
 	for _, p := range batch {
-		bytes += int64(len(p.Msg.Body))
+		bytes += int64(len(p.Msg.Body)) + publishOverhead
 	}
 	if !q.post(cmd{kind: cPublish, pubs: batch}, bytes) {
 		// A deleted queue confirms nothing it did not take: nack.

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"net/http"
+	"net/http/pprof"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/warrenmq/warren/broker/amqp"
@@ -14,7 +17,19 @@ func (b *Broker) httpServers() []httpServer {
 	return []httpServer{
 		{name: ListenerHTTP, addr: b.cfg.HTTP.Listen, handler: mgmt.NewServer(b, b.log.With("subsystem", "http")).Handler()},
 		{name: ListenerPrometheus, addr: b.cfg.Prometheus.Listen, handler: mgmt.MetricsHandler(reg)},
+		{name: ListenerPprof, addr: b.cfg.Debug.PprofListen, handler: pprofHandler()},
 	}
+}
+
+// pprofHandler serves Go's runtime profiles (debug.pprof_listen).
+func pprofHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 var _ mgmt.Broker = (*Broker)(nil)

@@ -15,6 +15,7 @@ const (
 	ListenerHTTP       = "http"
 	ListenerPrometheus = "prometheus"
 	ListenerStream     = "stream"
+	ListenerPprof      = "pprof"
 )
 
 // Start opens the listeners and serves until Shutdown.

@@ -88,6 +88,9 @@ func (q *QueueIndex) Convert(ctx context.Context, opts Options) error {
 func (q *QueueIndex) releaseAll() {
 	_ = q.Flush()
 	for _, s := range q.segs {
+		if q.files(s) != nil {
+			continue
+		}
 		st, err := s.idx.Stat()
 		if err != nil {
 			continue

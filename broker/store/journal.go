@@ -121,7 +121,7 @@ func (q *QueueIndex) replayJournal(rec *Recovery) (int64, error) {
 		if p.je.e[1]&flagPersistent == 0 {
 			continue
 		}
-		if s, ok := q.segs[seq/E]; ok {
+		if s, ok := q.segs[seq/E]; ok && q.files(s) == nil {
 			var have [1]byte
 			if _, err := s.idx.ReadAt(have[:], int64(seq%E)*entrySize); err == nil && have[0] != statusEmpty {
 				continue

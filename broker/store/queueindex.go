@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // Entry is one message in a queue.
@@ -64,6 +65,11 @@ const (
 	flagPersistent = 1
 	flagExternal   = 2
 
+	// maxOpenSegments bounds the segments of one queue whose files stay
+	// open; the others are reopened on demand, so a queue of millions of
+	// messages does not hold thousands of file descriptors.
+	maxOpenSegments = 16
+
 	cleanMarker = "clean"
 	optionsFile = "options"
 )
@@ -74,6 +80,9 @@ type QueueIndex struct {
 	dir  string
 	opts Options
 	segs map[uint64]*segment
+	// openSegs counts segments with open files; useTick orders their use.
+	openSegs int
+	useTick  uint64
 	// live counts published, unacked entries (persistent and transient).
 	live  int
 	bytes int64
@@ -95,10 +104,16 @@ type QueueIndex struct {
 
 type segment struct {
 	num   uint64
-	idx   *os.File // entries
-	body  *os.File // embedded bodies
+	idx   *os.File // entries; nil while the segment's files are closed
+	body  *os.File // embedded bodies; nil with idx
 	bodyN int64    // body file size
 	live  int
+	// used is the queue's use tick when the files were last needed;
+	// syncing counts fsync requests in flight on the syncer (the only
+	// field touched by another goroutine). Files are closed only when
+	// clean and not syncing, so no write ever misses its fsync.
+	used    uint64
+	syncing atomic.Int32
 	// pending entries not yet written: contiguous run starting at pendOff.
 	pend    []byte
 	pendOff int64
@@ -252,6 +267,7 @@ func (q *QueueIndex) recover() (Recovery, error) {
 		if s.live == 0 {
 			q.dropSegment(s)
 		}
+		q.trimOpen()
 	}
 	if len(nums) > 0 && rec.Next < (nums[len(nums)-1]+1)*E {
 		// Never reuse a seq of a segment file that exists: start past it.
@@ -303,31 +319,85 @@ func entryCRC(e, body []byte) uint32 {
 
 func (q *QueueIndex) openSegment(n uint64) (*segment, error) {
 	if s, ok := q.segs[n]; ok {
-		return s, nil
+		return s, q.files(s)
 	}
-	idx, err := os.OpenFile(q.segPath(n, "qi"), os.O_RDWR|os.O_CREATE, 0o640)
-	if err != nil {
-		return nil, fmt.Errorf("store: open segment: %w", err)
+	s := &segment{num: n}
+	if err := q.files(s); err != nil {
+		return nil, err
 	}
-	body, err := os.OpenFile(q.segPath(n, "qs"), os.O_RDWR|os.O_CREATE, 0o640)
+	st, err := s.body.Stat()
 	if err != nil {
-		idx.Close()
-		return nil, fmt.Errorf("store: open segment bodies: %w", err)
-	}
-	st, err := body.Stat()
-	if err != nil {
-		idx.Close()
-		body.Close()
+		q.closeSegment(s)
 		return nil, fmt.Errorf("store: stat segment bodies: %w", err)
 	}
-	s := &segment{num: n, idx: idx, body: body, bodyN: st.Size()}
+	s.bodyN = st.Size()
 	q.segs[n] = s
 	return s, nil
 }
 
-func (q *QueueIndex) dropSegment(s *segment) {
+// files opens s's files if they are closed and marks them used.
+func (q *QueueIndex) files(s *segment) error {
+	q.useTick++
+	s.used = q.useTick
+	if s.idx != nil {
+		return nil
+	}
+	idx, err := os.OpenFile(q.segPath(s.num, "qi"), os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return fmt.Errorf("store: open segment: %w", err)
+	}
+	body, err := os.OpenFile(q.segPath(s.num, "qs"), os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		idx.Close()
+		return fmt.Errorf("store: open segment bodies: %w", err)
+	}
+	s.idx, s.body = idx, body
+	q.openSegs++
+	return nil
+}
+
+func (q *QueueIndex) closeSegment(s *segment) {
+	if s.idx == nil {
+		return
+	}
 	s.idx.Close()
 	s.body.Close()
+	s.idx, s.body = nil, nil
+	q.openSegs--
+}
+
+// trimOpen closes the least recently used segments' files while more than
+// maxOpenSegments are open, skipping the tail, dirty segments, segments
+// with buffered writes and segments whose fsync is still in flight.
+func (q *QueueIndex) trimOpen() {
+	if q.openSegs <= maxOpenSegments {
+		return
+	}
+	tail := q.tailSegment()
+	var cands []*segment
+	for _, s := range q.segs {
+		if s.idx != nil && s.num != tail && !s.dirty && len(s.pend) == 0 && len(s.bodyBuf) == 0 && s.syncing.Load() == 0 {
+			cands = append(cands, s)
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].used < cands[j].used })
+	for _, s := range cands {
+		if q.openSegs <= maxOpenSegments {
+			return
+		}
+		q.closeSegment(s)
+	}
+}
+
+func (q *QueueIndex) tailSegment() uint64 {
+	if q.next == 0 {
+		return 0
+	}
+	return (q.next - 1) / q.opts.segmentEntries()
+}
+
+func (q *QueueIndex) dropSegment(s *segment) {
+	q.closeSegment(s)
 	delete(q.segs, s.num)
 	_ = os.Remove(q.segPath(s.num, "qi"))
 	_ = os.Remove(q.segPath(s.num, "qs"))
@@ -411,6 +481,12 @@ func (q *QueueIndex) placeEntry(e [entrySize]byte, body []byte) error {
 }
 
 func (q *QueueIndex) flushSegment(s *segment) error {
+	if len(s.bodyBuf) == 0 && len(s.pend) == 0 {
+		return nil
+	}
+	if err := q.files(s); err != nil {
+		return err
+	}
 	if len(s.bodyBuf) > 0 {
 		if _, err := s.body.WriteAt(s.bodyBuf, s.bodyN); err != nil {
 			return fmt.Errorf("store: write bodies: %w", err)
@@ -429,13 +505,20 @@ func (q *QueueIndex) flushSegment(s *segment) error {
 	return nil
 }
 
-// Flush hands buffered writes to the OS.
+// Flush hands buffered writes to the OS. Only the segment being appended to
+// keeps its write buffers: the others give theirs back, so a long queue's
+// memory does not grow with its number of segments.
 func (q *QueueIndex) Flush() error {
+	tail := q.tailSegment()
 	for _, s := range q.segs {
 		if err := q.flushSegment(s); err != nil {
 			return err
 		}
+		if s.num != tail {
+			s.pend, s.bodyBuf = nil, nil
+		}
 	}
+	q.trimOpen()
 	return nil
 }
 
@@ -450,6 +533,9 @@ func (q *QueueIndex) setStatus(seqs []uint64, status byte, ack bool) error {
 		s, ok := q.segs[seq/E]
 		if !ok {
 			continue
+		}
+		if err := q.files(s); err != nil {
+			return err
 		}
 		off := int64(seq%E) * entrySize
 		if _, err := s.idx.ReadAt(hdr[:], off); err != nil {
@@ -532,6 +618,9 @@ func (q *QueueIndex) readSegments(from uint64, max, maxBytes int, fn func(Entry)
 	next := from
 	for _, sn := range nums {
 		s := q.segs[sn]
+		if err := q.files(s); err != nil {
+			return next, err
+		}
 		start := uint64(0)
 		if sn*E < from {
 			start = from - sn*E
@@ -577,34 +666,42 @@ func (q *QueueIndex) readSegments(from uint64, max, maxBytes int, fn func(Entry)
 // Len is the number of live entries and their bytes.
 func (q *QueueIndex) Len() (int, int64) { return q.live, q.bytes }
 
-// dirtyFiles flushes and returns the files to fsync, clearing their dirty marks.
-func (q *QueueIndex) dirtyFiles() ([]*os.File, error) {
+// dirtyFiles flushes and returns the files to fsync, clearing their dirty
+// marks; segs are the segments whose sync is now in flight.
+func (q *QueueIndex) dirtyFiles() (files []*os.File, segs []*segment, err error) {
 	if err := q.Flush(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var files []*os.File
 	for _, s := range q.segs {
 		if s.dirty {
+			// dirty implies open: trimOpen never closes a dirty segment.
 			files = append(files, s.idx, s.body)
 			s.dirty = false
+			s.syncing.Add(1)
+			segs = append(segs, s)
 		}
 	}
 	if q.journal != nil && q.journalDirty {
 		files = append(files, q.journal)
 		q.journalDirty = false
 	}
-	return files, nil
+	return files, segs, nil
 }
 
 // Sync makes everything appended or acked so far durable (group commit):
 // done is called from the vhost's syncer goroutine. It never blocks.
 func (q *QueueIndex) Sync(ctx context.Context, done func(error)) {
-	files, err := q.dirtyFiles()
+	files, segs, err := q.dirtyFiles()
 	if err != nil {
 		done(err)
 		return
 	}
-	q.vs.syncer.request(ctx, files, done)
+	q.vs.syncer.request(ctx, files, func(err error) {
+		for _, s := range segs {
+			s.syncing.Add(-1)
+		}
+		done(err)
+	})
 }
 
 // Purge acks every live entry.
@@ -628,6 +725,9 @@ func (q *QueueIndex) Close(clean bool) error {
 		errs = append(errs, err)
 	}
 	for _, s := range q.segs {
+		if s.idx == nil {
+			continue // closed only once clean and synced
+		}
 		if err := s.idx.Sync(); err != nil {
 			errs = append(errs, err)
 		}
@@ -650,8 +750,7 @@ func (q *QueueIndex) closeFiles() {
 		q.journal = nil
 	}
 	for _, s := range q.segs {
-		s.idx.Close()
-		s.body.Close()
+		q.closeSegment(s)
 	}
 	q.segs = map[uint64]*segment{}
 }

@@ -60,7 +60,7 @@ func (b *Batch) Records() int { return b.records }
 func (b *Batch) DataLen() int { return len(b.buf) - HeaderSize }
 
 // Empty reports whether the batch holds no entry and no tracking.
-func (b *Batch) Empty() bool { return b.entries == 0 && len(b.offRefs) == 0 }
+func (b *Batch) Empty() bool { return b.entries == 0 && len(b.offRefs) == 0 && len(b.seqRefs) == 0 }
 
 func (b *Batch) room(n int) bool {
 	return b.entries < MaxEntries && len(b.buf)-HeaderSize+n <= maxChunkData
@@ -141,10 +141,12 @@ func (b *Batch) seal(chunkID uint64, ts int64, epoch uint64) []byte {
 		DataLen:    uint32(len(data)),
 		TrailerLen: uint32(len(b.trailer)),
 	}
-	h.put(b.buf)
 	for _, p := range b.seqPos {
 		binary.BigEndian.PutUint64(b.trailer[p:], chunkID)
 	}
+	h.put(b.buf)
+	h.Check = headerCheck(b.buf, b.trailer)
+	h.put(b.buf)
 	return b.buf
 }
 
@@ -164,6 +166,8 @@ func buildTracking(dst []byte, typ ChunkType, data []byte, chunkID uint64, ts in
 	}
 	n := len(dst)
 	dst = append(dst, make([]byte, HeaderSize)...)
+	h.put(dst[n:])
+	h.Check = headerCheck(dst[n:], nil)
 	h.put(dst[n:])
 	return append(dst, data...)
 }

@@ -183,18 +183,25 @@ func (e *Entries) fail(what string) {
 	e.subLeft = 0
 }
 
+// maxSubBatch bounds what one gzip sub-batch may decompress to.
+const maxSubBatch = 64 << 20
+
 func gunzip(dst, src []byte, ulen uint32) ([]byte, error) {
+	if ulen > maxSubBatch {
+		return nil, fmt.Errorf("sub-batch of %d bytes uncompressed", ulen)
+	}
 	zr, err := gzip.NewReader(bytes.NewReader(src))
 	if err != nil {
 		return nil, err
 	}
-	if ulen > 64<<20 {
-		ulen = 64 << 20
-	}
 	buf := bytes.NewBuffer(dst)
 	buf.Grow(int(ulen))
-	if _, err := io.Copy(buf, io.LimitReader(zr, 1<<30)); err != nil {
+	n, err := io.Copy(buf, io.LimitReader(zr, int64(ulen)+1))
+	if err != nil {
 		return nil, err
+	}
+	if n != int64(ulen) {
+		return nil, fmt.Errorf("sub-batch uncompresses to %d bytes, not %d", n, ulen)
 	}
 	return buf.Bytes(), nil
 }

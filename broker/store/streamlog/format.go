@@ -100,7 +100,7 @@ var (
 //	magic(4 bits)=5 version(4 bits)=1 | chunk type(1) | num entries(2)
 //	num records(4) | timestamp(8, ms since epoch, signed) | epoch(8)
 //	chunk id(8) | crc32 IEEE of data(4) | data length(4) | trailer length(4)
-//	bloom filter size(1) | reserved(3)
+//	bloom filter size(1) | reserved(3): Warren's header/trailer check
 //
 // followed on disk by the bloom filter (BloomSize bytes), the data
 // (DataLen bytes of entries) and the trailer (TrailerLen bytes of tracking
@@ -116,6 +116,9 @@ type Header struct {
 	DataLen    uint32
 	TrailerLen uint32
 	BloomSize  uint8
+	// Check is the 24-bit check of the header and trailer kept in the
+	// header's reserved bytes (see headerCheck).
+	Check uint32
 }
 
 // Size is the size of the whole chunk as stored.
@@ -149,6 +152,7 @@ func ParseHeader(b []byte) (Header, error) {
 		DataLen:    binary.BigEndian.Uint32(b[36:]),
 		TrailerLen: binary.BigEndian.Uint32(b[40:]),
 		BloomSize:  b[44],
+		Check:      uint32(b[45])<<16 | uint32(b[46])<<8 | uint32(b[47]),
 	}
 	if h.Type > ChunkTrackingSnapshot {
 		return Header{}, fmt.Errorf("%w: unknown chunk type %d", ErrCorrupt, h.Type)
@@ -175,7 +179,20 @@ func (h *Header) put(b []byte) {
 	binary.BigEndian.PutUint32(b[36:], h.DataLen)
 	binary.BigEndian.PutUint32(b[40:], h.TrailerLen)
 	b[44] = h.BloomSize
-	b[45], b[46], b[47] = 0, 0, 0
+	b[45], b[46], b[47] = byte(h.Check>>16), byte(h.Check>>8), byte(h.Check)
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// headerCheck is what Warren keeps in a chunk header's 3 reserved bytes
+// (which osiris leaves zero and clients ignore): the low 24 bits of the
+// CRC-32C of the header's first 45 bytes and of the trailer. osiris's CRC
+// covers only the data; this also catches a torn or damaged trailer, or
+// header fields (timestamp, epoch, lengths) that the data CRC does not
+// cover, when recovering a log's tail.
+func headerCheck(hdr, trailer []byte) uint32 {
+	c := crc32.Update(0, castagnoli, hdr[:45])
+	return crc32.Update(c, castagnoli, trailer) & 0xFFFFFF
 }
 
 // ParseChunk parses and validates one whole chunk at the start of b: the
@@ -200,6 +217,9 @@ func ParseChunk(b []byte) (Header, int, error) {
 		return h, 0, err
 	}
 	trailer := b[ds+int64(h.DataLen) : size]
+	if got := headerCheck(b, trailer); got != h.Check {
+		return h, 0, fmt.Errorf("%w: chunk %d header/trailer check mismatch", ErrCorrupt, h.ChunkID)
+	}
 	if err := walkTracking(trailer, nil); err != nil {
 		return h, 0, fmt.Errorf("chunk %d trailer: %w", h.ChunkID, err)
 	}

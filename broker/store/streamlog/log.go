@@ -213,7 +213,8 @@ func (l *Log) Append(b *Batch, done DoneFunc) (uint64, error) {
 		return 0, ErrBatchFull
 	}
 	cur := l.segs[len(l.segs)-1]
-	if cur.chunks > 0 && (cur.size+total > l.opts.MaxSegmentBytes || cur.chunks+nchunks > l.opts.MaxSegmentChunks) {
+	onlySnapshot := cur.snapshot && cur.chunks == 1
+	if cur.chunks > 0 && !onlySnapshot && (cur.size+total > l.opts.MaxSegmentBytes || cur.chunks+nchunks > l.opts.MaxSegmentChunks) {
 		if err := l.roll(ts); err != nil {
 			l.failed = err
 			return 0, err

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -219,6 +217,3 @@ func TestNotifyAtTail(t *testing.T) {
 		t.Fatalf("Next at tail = %v", err)
 	}
 }
-
-var _ = fmt.Sprint
-var _ = os.Remove

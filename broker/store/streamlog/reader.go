@@ -114,6 +114,7 @@ type Reader struct {
 	chunk  Chunk
 	stats  ReaderStats
 	closed bool
+	end    int64 // known readable end of seg (commit only grows)
 }
 
 // NewReader returns a reader positioned by spec.
@@ -150,7 +151,14 @@ func (l *Log) locate(spec OffsetSpec) (*segment, int64, error) {
 	first := l.segs[0]
 	segs := append([]*segment(nil), l.segs...)
 	l.mu.Unlock()
-	next := func() (*segment, int64, error) { return c.seg, c.end, nil }
+	next := func() (*segment, int64, error) {
+		if c.seg.base < first.base {
+			// Retention removed the committed tail's segment (a tiny
+			// MaxBytes): wait at the start of what is left.
+			return first, FileHeaderSize, nil
+		}
+		return c.seg, c.end, nil
+	}
 	target := spec.Offset
 	switch spec.Kind {
 	case OffsetFirst:
@@ -297,6 +305,7 @@ func (r *Reader) open() error {
 	r.f = f
 	r.buf = r.buf[:0]
 	r.bufPos = 0
+	r.end = 0
 	return nil
 }
 
@@ -371,27 +380,31 @@ func (r *Reader) next(ctx context.Context, wait bool) (*Chunk, error) {
 			}
 			continue
 		}
-		end, sealed, notify, err := r.limits()
-		if err != nil {
-			return nil, err
-		}
-		if r.pos >= end {
-			if sealed {
-				if err := r.advance(); err != nil {
-					return nil, err
+		if r.pos >= r.end {
+			end, sealed, notify, err := r.limits()
+			if err != nil {
+				return nil, err
+			}
+			r.end = end
+			if r.pos >= end {
+				if sealed {
+					if err := r.advance(); err != nil {
+						return nil, err
+					}
+					continue
 				}
-				continue
-			}
-			if !wait {
-				return nil, nil
-			}
-			select {
-			case <-notify:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
+				if !wait {
+					return nil, nil
+				}
+				select {
+				case <-notify:
+					continue
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
 			}
 		}
+		end := r.end
 		on, limit := r.opts.ReadAhead.Get()
 		off := r.pos - r.bufPos
 		if r.pos < r.bufPos || off+HeaderSize > int64(len(r.buf)) {

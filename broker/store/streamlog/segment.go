@@ -118,6 +118,7 @@ func (l *Log) retain(nowMs int64) {
 type scanner struct {
 	r    *bufio.Reader
 	pos  int64
+	size int64 // file size
 	buf  []byte
 	next uint64 // expected chunk id
 }
@@ -130,9 +131,14 @@ func newScanner(f *os.File, base uint64) (*scanner, error) {
 	if !bytes.Equal(hdr[:4], segmentMagic[:]) {
 		return nil, fmt.Errorf("%w: bad segment magic", ErrCorrupt)
 	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
 	return &scanner{
 		r:    bufio.NewReaderSize(io.NewSectionReader(f, FileHeaderSize, 1<<62), 1<<20),
 		pos:  FileHeaderSize,
+		size: st.Size(),
 		next: base,
 	}, nil
 }
@@ -159,8 +165,8 @@ func (s *scanner) chunk() (Header, []byte, int64, error) {
 		return h, nil, s.pos, fmt.Errorf("%w: chunk id %d at %d, expected %d", ErrCorrupt, h.ChunkID, s.pos, s.next)
 	}
 	size := h.Size()
-	if size > maxSegmentFileBytes {
-		return h, nil, s.pos, fmt.Errorf("%w: chunk of %d bytes at %d", ErrCorrupt, size, s.pos)
+	if s.pos+size > s.size {
+		return h, nil, s.pos, fmt.Errorf("%w: chunk %d at %d overruns the file", ErrCorrupt, h.ChunkID, s.pos)
 	}
 	if int64(cap(s.buf)) < size {
 		nb := make([]byte, size)

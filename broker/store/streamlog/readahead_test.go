@@ -1,0 +1,134 @@
+package streamlog
+
+import (
+	"testing"
+)
+
+// readChunks reads n chunks and reports how many were in memory.
+func readChunks(t *testing.T, r *Reader, n int) (inMemory int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		c, err := r.TryNext()
+		if err != nil || c == nil {
+			t.Fatalf("chunk %d: %v, %v", i, c, err)
+		}
+		if c.InMemory() {
+			inMemory++
+		}
+	}
+	return inMemory
+}
+
+func TestReadAheadSmallChunks(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	defer l.Close()
+	const chunks = 1000
+	appendChunks(t, l, 0, chunks, 1, 12) // 48 + 4 + 12 = 64 bytes each
+	const chunkSize = 64
+	total := chunks * chunkSize
+	for _, tc := range []struct {
+		name      string
+		opts      ReaderOptions
+		wantReads int64
+		wantMem   int
+	}{
+		// One read of 4096 bytes serves 64 chunks.
+		{"on-4096", ReaderOptions{}, int64((total + 4095) / 4096), chunks},
+		{"on-4096-sections", ReaderOptions{FileSections: true}, int64((total + 4095) / 4096), chunks},
+		{"on-1000", ReaderOptions{ReadAhead: NewReadAhead(true, 1000)}, int64((total + 959) / 960), chunks},
+		// Off: a header read and a data read per chunk...
+		{"off", ReaderOptions{ReadAhead: NewReadAhead(false, 4096)}, 2 * chunks, chunks},
+		// ...or a header read and a file section.
+		{"off-sections", ReaderOptions{ReadAhead: NewReadAhead(false, 4096), FileSections: true}, chunks, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := l.NewReader(OffsetSpec{Kind: OffsetFirst}, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if mem := readChunks(t, r, chunks); mem != tc.wantMem {
+				t.Fatalf("%d chunks in memory, want %d", mem, tc.wantMem)
+			}
+			if st := r.Stats(); st.Reads != tc.wantReads {
+				t.Fatalf("reads = %d, want %d (stats %+v)", st.Reads, tc.wantReads, st)
+			}
+		})
+	}
+}
+
+func TestNoReadAheadOfLargeChunks(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	defer l.Close()
+	// Chunks at or above the limit alternate with small ones.
+	for i := 0; i < 20; i++ {
+		appendChunks(t, l, 2*i, 1, 1, 5000)
+		appendChunks(t, l, 2*i+1, 1, 1, 12)
+	}
+	r, err := l.NewReader(OffsetSpec{Kind: OffsetFirst}, ReaderOptions{FileSections: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i := 0; i < 40; i++ {
+		c, err := r.TryNext()
+		if err != nil || c == nil {
+			t.Fatalf("chunk %d: %v %v", i, c, err)
+		}
+		large := i%2 == 0
+		if c.InMemory() == large {
+			t.Fatalf("chunk %d (large %v) in memory = %v", i, large, c.InMemory())
+		}
+		f, off, n := c.DataSection()
+		data := make([]byte, n)
+		if _, err := f.ReadAt(data, off); err != nil {
+			t.Fatal(err)
+		}
+		it := IterEntries(data, c.Header.ChunkID)
+		if o, m, ok := it.Next(); !ok || o != uint64(i) || len(m) != map[bool]int{true: 5000, false: 12}[large] {
+			t.Fatalf("chunk %d: record %d of %d bytes", i, o, len(m))
+		}
+	}
+	// The first read (limit bytes at chunk 0) holds only part of that
+	// large chunk: it goes out as a file section, and the next read starts
+	// at the small chunk after it. That read of limit bytes brings the small
+	// chunk and the next large chunk's header, so each pair costs one read
+	// after the first. Large chunks are never read (only their header), and
+	// nothing after them comes with them.
+	if st := r.Stats(); st.Reads != 21 || st.BytesRead != 20*4096+64 {
+		t.Fatalf("reads = %d of %d bytes, want 21 of 20*4096+64 (the last read ends at the log end)", st.Reads, st.BytesRead)
+	}
+}
+
+// The setting is shared and read at every read: turning it off and on
+// while reading changes how the next chunks are read.
+func TestReadAheadChangedAtRuntime(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	defer l.Close()
+	appendChunks(t, l, 0, 300, 1, 12)
+	ra := NewReadAhead(true, 4096)
+	r, err := l.NewReader(OffsetSpec{Kind: OffsetFirst}, ReaderOptions{ReadAhead: ra, FileSections: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	readChunks(t, r, 64) // exactly one buffer
+	if st := r.Stats(); st.Reads != 1 {
+		t.Fatalf("reads %d", st.Reads)
+	}
+	ra.Set(false, 4096)
+	if mem := readChunks(t, r, 100); mem != 0 {
+		t.Fatalf("%d chunks in memory with read-ahead off", mem)
+	}
+	if st := r.Stats(); st.Reads != 101 {
+		t.Fatalf("reads %d, want 101", st.Reads)
+	}
+	ra.Set(true, 2048)
+	readChunks(t, r, 128)
+	if st := r.Stats(); st.Reads != 105 {
+		t.Fatalf("reads %d, want 105", st.Reads)
+	}
+	if on, limit := ra.Get(); !on || limit != 2048 {
+		t.Fatalf("Get = %v %d", on, limit)
+	}
+}

@@ -41,6 +41,17 @@ func (c *Chunk) HeaderBytes() []byte {
 	return c.hdr[:]
 }
 
+// Wire is what a stream-protocol Deliver carries after its own fields —
+// the header as stored followed by the data — as one slice, for an
+// in-memory chunk (nil for a file section: send HeaderBytes, then
+// DataSection).
+func (c *Chunk) Wire() []byte {
+	if c.raw == nil || c.Header.BloomSize != 0 {
+		return nil
+	}
+	return c.raw[:HeaderSize+int64(c.Header.DataLen)]
+}
+
 // Data is the chunk's data (its entries), or nil for a file section.
 func (c *Chunk) Data() []byte {
 	if c.raw == nil {

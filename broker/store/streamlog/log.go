@@ -329,6 +329,15 @@ func (l *Log) StoreOffset(ref string, offset uint64, done DoneFunc) error {
 	return err
 }
 
+// Committed returns the id of the last durable chunk (-1 if none) and the
+// next offset, cheaply (for the stream protocol's deliver v2 and credit
+// decisions).
+func (l *Log) Committed() (chunkID int64, next uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.commit.last, l.commit.next
+}
+
 // Stats describe a log. Chunk ids and offsets are -1 when there is none.
 type Stats struct {
 	FirstOffset      int64 // first offset still in the log (first chunk id)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -215,5 +216,86 @@ func TestNotifyAtTail(t *testing.T) {
 	defer cancel()
 	if _, err := r.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Next at tail = %v", err)
+	}
+}
+
+// Concurrent appenders and tailing readers: every reader sees every chunk
+// once, in order, each appender's messages in its order.
+func TestConcurrentAppendAndTail(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{MaxSegmentBytes: 8000})
+	defer l.Close()
+	const writers, perWriter = 4, 300
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type result struct {
+		n   int
+		err error
+	}
+	results := make(chan result, 3)
+	for k := 0; k < 3; k++ {
+		r, err := l.NewReader(OffsetSpec{Kind: OffsetFirst}, ReaderOptions{FileSections: k == 1, ReadAhead: NewReadAhead(k != 2, 4096)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			defer r.Close()
+			last := make(map[uint64]uint64)
+			n := 0
+			next := uint64(0)
+			for n < writers*perWriter {
+				c, err := r.Next(ctx)
+				if err != nil {
+					results <- result{n, err}
+					return
+				}
+				if c.Header.ChunkID != next {
+					results <- result{n, fmt.Errorf("chunk %d, want %d", c.Header.ChunkID, next)}
+					return
+				}
+				next = c.Header.NextOffset()
+				f, off, size := c.DataSection()
+				data := make([]byte, size)
+				if _, err := f.ReadAt(data, off); err != nil {
+					results <- result{n, err}
+					return
+				}
+				it := IterEntries(data, c.Header.ChunkID)
+				for _, m, ok := it.Next(); ok; _, m, ok = it.Next() {
+					w, seq := binary.BigEndian.Uint64(m), binary.BigEndian.Uint64(m[8:])
+					if seq != last[w] {
+						results <- result{n, fmt.Errorf("writer %d: seq %d after %d", w, seq, last[w])}
+						return
+					}
+					last[w] = seq + 1
+					n++
+				}
+			}
+			results <- result{n, nil}
+		}()
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b := NewBatch()
+			for i := 0; i < perWriter; i++ {
+				b.Reset()
+				m := make([]byte, 16+i%50)
+				binary.BigEndian.PutUint64(m, uint64(w))
+				binary.BigEndian.PutUint64(m[8:], uint64(i))
+				b.AddSimple(m)
+				if _, err := l.Append(b, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for k := 0; k < 3; k++ {
+		if r := <-results; r.err != nil || r.n != writers*perWriter {
+			t.Fatalf("reader: %d records, %v", r.n, r.err)
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package streamlog
 
 import (
+	"context"
+	"encoding/binary"
+	"hash/crc32"
 	"testing"
 )
 
@@ -130,5 +133,35 @@ func TestReadAheadChangedAtRuntime(t *testing.T) {
 	}
 	if on, limit := ra.Get(); !on || limit != 2048 {
 		t.Fatalf("Get = %v %d", on, limit)
+	}
+}
+
+func TestWireForm(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	defer l.Close()
+	b := NewBatch()
+	b.AddSimple([]byte("hello"))
+	b.TrackPublisher("p", 1)
+	l.Append(b, nil)
+	appendChunks(t, l, 0, 1, 1, 12)
+	r, _ := l.NewReader(OffsetSpec{Kind: OffsetFirst}, ReaderOptions{})
+	defer r.Close()
+	c, err := r.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := c.Wire()
+	// What rabbitmq-stream-go-client reads: magic/version, type, entries,
+	// records, timestamp, epoch, first offset, crc, data length, trailer
+	// length, 4 bytes (bloom size + reserved), then data length bytes.
+	if len(w) != HeaderSize+9 || w[0] != 0x51 || w[1] != 0 || binary.BigEndian.Uint16(w[2:]) != 1 ||
+		binary.BigEndian.Uint32(w[4:]) != 1 || binary.BigEndian.Uint64(w[24:]) != 0 ||
+		binary.BigEndian.Uint32(w[36:]) != 9 || binary.BigEndian.Uint32(w[40:]) != 19 ||
+		crc32.ChecksumIEEE(w[HeaderSize:]) != binary.BigEndian.Uint32(w[32:]) ||
+		string(w[HeaderSize+4:]) != "hello" {
+		t.Fatalf("wire form % x", w)
+	}
+	if c.Header.Timestamp != int64(binary.BigEndian.Uint64(w[8:])) {
+		t.Fatal("timestamp")
 	}
 }

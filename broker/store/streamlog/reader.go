@@ -149,7 +149,15 @@ func (l *Log) locate(spec OffsetSpec) (*segment, int64, error) {
 	}
 	c := l.commit
 	first := l.segs[0]
-	segs := append([]*segment(nil), l.segs...)
+	type segInfo struct {
+		s      *segment
+		chunks int
+		lastTS int64
+	}
+	segs := make([]segInfo, len(l.segs))
+	for i, s := range l.segs {
+		segs[i] = segInfo{s, s.chunks, s.lastTS}
+	}
 	l.mu.Unlock()
 	next := func() (*segment, int64, error) {
 		if c.seg.base < first.base {
@@ -178,11 +186,12 @@ func (l *Log) locate(spec OffsetSpec) (*segment, int64, error) {
 			return first, FileHeaderSize, nil
 		}
 	case OffsetTimestamp:
-		for _, s := range segs {
+		for _, si := range segs {
+			s := si.s
 			if s.base > c.seg.base {
 				break
 			}
-			if s.chunks == 0 || s.lastTS < spec.Timestamp {
+			if si.chunks == 0 || si.lastTS < spec.Timestamp {
 				continue
 			}
 			pos, ok, err := l.searchIndex(s, func(r indexRecord) bool { return r.Timestamp >= spec.Timestamp })
@@ -200,8 +209,8 @@ func (l *Log) locate(spec OffsetSpec) (*segment, int64, error) {
 	// The segment holding target: the last one whose base is <= target.
 	var s *segment
 	for _, x := range segs {
-		if x.base <= target {
-			s = x
+		if x.s.base <= target {
+			s = x.s
 		}
 	}
 	if s == nil {

@@ -71,6 +71,14 @@ func (l *Log) roll(ts int64) error {
 		l.addIndex(indexRecord{ChunkID: base, Timestamp: ts, Epoch: l.opts.Epoch, Pos: FileHeaderSize, Type: ChunkTrackingSnapshot})
 		ns.size += int64(len(buf))
 		ns.chunks, ns.firstTS, ns.lastTS, ns.snapshot = 1, ts, ts, true
+		// Retention may remove the segments holding the tracking state
+		// below: make its copy durable first.
+		if err := fdatasync(l.seg); err != nil {
+			return fmt.Errorf("streamlog: sync tracking snapshot in %s: %w", l.dir, err)
+		}
+		if err := syncDir(l.dir); err != nil {
+			return fmt.Errorf("streamlog: sync directory %s: %w", l.dir, err)
+		}
 		w := l.written
 		w.seg, w.end, w.last, w.next = ns, ns.size, int64(base), base+1
 		l.written = w

@@ -6,7 +6,7 @@ DATA_DIR ?= ./data
 FUZZTIME ?= 10s
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build run test test-go test-fuzz lint generate bench bench-streams clean images
+.PHONY: all build run test test-go test-fuzz lint generate bench bench-streams clean images manifests chart-crds docs-crd controller-gen helm envtest
 
 all: build
 
@@ -43,9 +43,50 @@ lint:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.6.1 ./...
 
-## generate: regenerate generated code (AMQP codec from the spec XML, ...)
-generate:
+## generate: regenerate generated code (AMQP codec from the spec XML, deepcopy of the operator's API, ...)
+generate: controller-gen
 	$(GO) generate ./...
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+
+# Operator tooling, pinned and installed into ./bin (the version is part of the file name,
+# so changing a version here reinstalls it).
+CONTROLLER_GEN_VERSION ?= v0.23.0
+HELM_VERSION ?= v3.22.0
+CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+HELM := $(BIN)/helm-$(HELM_VERSION)
+
+## controller-gen: install controller-gen $(CONTROLLER_GEN_VERSION) into ./bin
+controller-gen: $(CONTROLLER_GEN)
+$(CONTROLLER_GEN):
+	@mkdir -p $(BIN)/.tmp-controller-gen
+	GOBIN=$(BIN)/.tmp-controller-gen $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mv $(BIN)/.tmp-controller-gen/controller-gen $@ && rmdir $(BIN)/.tmp-controller-gen
+
+## helm: build helm $(HELM_VERSION) from the Go module proxy into ./bin
+helm: $(HELM)
+$(HELM):
+	@mkdir -p $(BIN)/.tmp-helm
+	GOBIN=$(BIN)/.tmp-helm $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(BIN)/.tmp-helm/helm $@ && rmdir $(BIN)/.tmp-helm
+
+## manifests: regenerate the Broker CRD and the operator's RBAC from the markers, copy the CRD into the chart
+manifests: controller-gen
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=warren-operator paths=./controllers/... output:rbac:artifacts:config=config/rbac
+	$(MAKE) chart-crds
+
+## chart-crds: copy the generated CRDs into the Helm chart (never edit the chart's copy)
+chart-crds:
+	@mkdir -p charts/warren-operator/crds
+	cp config/crd/bases/*.yaml charts/warren-operator/crds/
+
+## docs-crd: regenerate the CRD reference in docs/operator.md from the generated CRD
+docs-crd:
+	$(GO) run ./hack/crddoc -crd config/crd/bases/warrenmq.io_brokers.yaml -doc docs/operator.md
+
+## envtest: build kube-apiserver, etcd and kubectl for the operator's tests (cached), print their directory
+envtest:
+	./hack/setup-envtest.sh
 
 ## bench: Warren vs RabbitMQ with PerfTest, table into docs/benchmarks.md
 bench:

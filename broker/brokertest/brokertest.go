@@ -109,6 +109,17 @@ func (n *Node) HTTPURL() string {
 	return ""
 }
 
+// StreamAddr is the stream protocol listener's host:port.
+func (n *Node) StreamAddr() string { return n.Addr(server.ListenerStream).String() }
+
+// StreamURI is the stream protocol URI for user guest on vhost "/".
+func (n *Node) StreamURI() string { return n.StreamURIFor("guest", "guest", "/") }
+
+// StreamURIFor is the stream protocol URI for a user and vhost.
+func (n *Node) StreamURIFor(user, pass, vhost string) string {
+	return fmt.Sprintf("rabbitmq-stream://%s:%s@%s/%s", user, pass, n.StreamAddr(), escapeVhost(vhost))
+}
+
 // AMQPAddr is the AMQP listener's host:port.
 func (n *Node) AMQPAddr() string { return n.Addr(server.ListenerAMQP).String() }
 

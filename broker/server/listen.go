@@ -28,6 +28,15 @@ func (b *Broker) Start(ctx context.Context) error {
 		return err
 	}
 	b.serve(func() error { return b.AMQP.Serve(ctx, ln) }, ListenerAMQP)
+	if b.cfg.Stream.Listen != "" {
+		sln, err := b.listen(ListenerStream, b.cfg.Stream.Listen)
+		if err != nil {
+			cancel()
+			b.closeListeners()
+			return err
+		}
+		b.serve(func() error { return b.Stream.Serve(ctx, sln) }, ListenerStream)
+	}
 	for _, h := range b.httpServers() {
 		if h.addr == "" {
 			continue
@@ -54,7 +63,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	go b.watchResources(ctx)
 	b.ready.Store(true)
-	b.log.Info("warren started", "node", b.cfg.NodeName, "amqp", b.Addr(ListenerAMQP), "http", b.Addr(ListenerHTTP), "prometheus", b.Addr(ListenerPrometheus), "data_dir", b.cfg.DataDir)
+	b.log.Info("warren started", "node", b.cfg.NodeName, "amqp", b.Addr(ListenerAMQP), "stream", b.Addr(ListenerStream), "http", b.Addr(ListenerHTTP), "prometheus", b.Addr(ListenerPrometheus), "data_dir", b.cfg.DataDir)
 	return nil
 }
 
@@ -107,6 +116,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	b.closeListeners()
 	var errs []error
 	if err := b.AMQP.Shutdown(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := b.Stream.Shutdown(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	b.serveWG.Wait()

@@ -16,6 +16,7 @@ import (
 	"github.com/warrenmq/warren/broker/amqp"
 	"github.com/warrenmq/warren/broker/config"
 	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/stream"
 	"github.com/warrenmq/warren/broker/vhost"
 )
 
@@ -36,7 +37,8 @@ type Broker struct {
 	mu     sync.RWMutex
 	vhosts map[string]*vhost.Vhost
 
-	AMQP *amqp.Server
+	AMQP   *amqp.Server
+	Stream *stream.Server
 
 	lnMu      sync.Mutex
 	listeners map[string]net.Listener
@@ -93,6 +95,15 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		Product:          "Warren",
 		Version:          Version,
 	}, b, log.With("subsystem", "amqp"))
+	b.Stream = stream.NewServer(stream.Config{
+		FrameMax:         cfg.Stream.FrameMax,
+		Heartbeat:        cfg.Stream.Heartbeat,
+		AdvertisedHost:   cfg.Stream.AdvertisedHost,
+		AdvertisedPort:   cfg.Stream.AdvertisedPort,
+		HandshakeTimeout: cfg.AMQP.HandshakeTimeout,
+		Product:          "Warren",
+		WarrenVersion:    Version,
+	}, b, log.With("subsystem", "stream"))
 	return b, nil
 }
 

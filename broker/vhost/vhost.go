@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -198,6 +199,15 @@ func (v *Vhost) openQueue(ctx context.Context, info queue.Info, args queue.Args)
 	}
 	switch info.Type {
 	case "classic":
+	case "stream":
+		q, err := queue.OpenStream(ctx, queue.StreamConfig{Info: info, Args: args, Dir: v.streamDir(info.Name), Log: v.log})
+		if err != nil {
+			if errors.Is(err, queue.ErrInvalidArgument) {
+				return nil, errorf(ErrPrecondition, "%s", trimKind(err))
+			}
+			return nil, err
+		}
+		return q, nil
 	default:
 		return nil, errorf(ErrPrecondition, "queue type '%s' is not supported by this node yet", info.Type)
 	}
@@ -220,6 +230,21 @@ func (v *Vhost) openQueue(ctx context.Context, info queue.Info, args queue.Args)
 		return nil, err
 	}
 	return q, nil
+}
+
+// streamDir is the directory of a stream's log: the name escaped so that
+// any queue name is one safe path element.
+func (v *Vhost) streamDir(name string) string {
+	var sb strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' && i > 0 {
+			sb.WriteByte(c)
+		} else {
+			fmt.Fprintf(&sb, "%%%02X", c)
+		}
+	}
+	return filepath.Join(v.cfg.Dir, "streams", sb.String())
 }
 
 // policyQueueVersion is the queue-version of the policy matching the queue, 0 when none.

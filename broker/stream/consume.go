@@ -1,0 +1,284 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/store/streamlog"
+	"github.com/warrenmq/warren/broker/stream/proto"
+)
+
+// maxCredit bounds a subscription's accumulated credit.
+const maxCredit = 1 << 20
+
+// subscription is one Subscribe of a connection. A delivery goroutine
+// reads chunks from the log and queues them on the connection's output,
+// one credit per chunk; it waits while the subscription has no credit or
+// the output is full. A single-active-consumer subscription runs it only
+// while active, from the offset its client answered in consumer update.
+type subscription struct {
+	c           *conn
+	id          uint8
+	st          *streamState
+	name        string
+	sac         bool
+	superStream string
+	partition   int // index of the stream in its super stream
+
+	credit   atomic.Int64
+	creditCh chan struct{}
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	active  bool // SAC: the group chose this one
+	stopped bool
+}
+
+func (c *conn) subscribe(m *proto.Subscribe) {
+	code := c.subscribeCode(m)
+	c.respond(proto.KeySubscribe, m.CorrelationID, code)
+	if code != codeOK {
+		return
+	}
+	c.mu.Lock()
+	s := c.subs[m.SubscriptionID]
+	c.mu.Unlock()
+	if s.sac {
+		s.st.join(s)
+		return
+	}
+	s.start(m.Offset)
+}
+
+func (c *conn) subscribeCode(m *proto.Subscribe) uint16 {
+	if !c.perm.Check(meta.Read, m.Stream) {
+		return proto.CodeAccessRefused
+	}
+	st, code := c.stream(m.Stream)
+	if code != codeOK {
+		return code
+	}
+	s := &subscription{c: c, id: m.SubscriptionID, st: st, creditCh: make(chan struct{}, 1), partition: -1}
+	s.credit.Store(int64(m.Credit))
+	s.name = m.Properties["name"]
+	s.sac = m.Properties["single-active-consumer"] == "true"
+	s.superStream = m.Properties["super-stream"]
+	if s.sac && s.name == "" {
+		return proto.CodePreconditionFailed
+	}
+	if s.superStream != "" {
+		s.partition = c.partitionIndex(s.superStream, m.Stream)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.subs[m.SubscriptionID]; ok {
+		return proto.CodeSubscriptionIDAlreadyExists
+	}
+	if !st.use(c) {
+		return proto.CodeStreamDoesNotExist
+	}
+	c.subs[m.SubscriptionID] = s
+	return codeOK
+}
+
+func toLogSpec(o proto.OffsetSpec) streamlog.OffsetSpec {
+	switch o.Type {
+	case proto.OffsetFirst:
+		return streamlog.OffsetSpec{Kind: streamlog.OffsetFirst}
+	case proto.OffsetLast:
+		return streamlog.OffsetSpec{Kind: streamlog.OffsetLast}
+	case proto.OffsetOffset:
+		return streamlog.OffsetSpec{Kind: streamlog.OffsetAbsolute, Offset: uint64(max(o.Value, 0))}
+	case proto.OffsetTimestamp:
+		return streamlog.OffsetSpec{Kind: streamlog.OffsetTimestamp, Timestamp: o.Value}
+	}
+	return streamlog.OffsetSpec{Kind: streamlog.OffsetNext}
+}
+
+// start runs the delivery goroutine from spec (stopping a previous one).
+func (s *subscription) start(spec proto.OffsetSpec) {
+	s.pause()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return
+	}
+	ra := s.c.srv.reg.readAhead(s.c.vh)
+	r, err := s.st.log.NewReader(toLogSpec(spec), streamlog.ReaderOptions{ReadAhead: ra})
+	if err != nil {
+		s.c.srv.log.Warn("stream: open reader", "stream", s.st.name, "err", err)
+		return
+	}
+	ctx, cancel := context.WithCancel(s.c.ctx)
+	s.cancel, s.done = cancel, make(chan struct{})
+	go s.deliverLoop(ctx, r, s.done)
+}
+
+// pause stops the delivery goroutine and waits for it.
+func (s *subscription) pause() {
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.cancel, s.done = nil, nil
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// stop ends the subscription for good (unsubscribe, connection closed,
+// stream deleted).
+func (s *subscription) stop() {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return
+	}
+	s.stopped = true
+	s.mu.Unlock()
+	s.pause()
+	if s.sac {
+		s.st.leave(s)
+	}
+}
+
+func (s *subscription) addCredit(n int) {
+	if s.credit.Add(int64(n)) > maxCredit {
+		s.credit.Store(maxCredit)
+	}
+	select {
+	case s.creditCh <- struct{}{}:
+	default:
+	}
+}
+
+func (s *subscription) deliverLoop(ctx context.Context, r *streamlog.Reader, done chan struct{}) {
+	defer close(done)
+	defer r.Close()
+	c := s.c
+	ver := uint16(1)
+	if c.deliverV2 {
+		ver = 2
+	}
+	for {
+		for s.credit.Load() <= 0 {
+			select {
+			case <-s.creditCh:
+			case <-ctx.Done():
+				return
+			}
+		}
+		ch, err := r.Next(ctx)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, streamlog.ErrClosed) {
+				c.srv.log.Warn("stream: read chunk", "stream", s.st.name, "err", err)
+			}
+			return
+		}
+		if !c.out.waitRoom(ctx) {
+			return
+		}
+		var committed uint64
+		if ver == 2 {
+			if id := s.st.log.Stats().CommittedChunkID; id > 0 {
+				committed = uint64(id)
+			}
+		}
+		hdr, data := ch.HeaderBytes(), ch.Data()
+		ok := c.out.appendFn(func(b []byte) []byte {
+			b = proto.AppendDeliverHeader(b, ver, s.id, committed, len(hdr)+len(data))
+			return append(append(b, hdr...), data...)
+		})
+		if !ok {
+			return
+		}
+		s.credit.Add(-1)
+		c.srv.Counters.ChunksDelivered.Add(1)
+		c.srv.Counters.Delivered.Add(uint64(ch.Header.NumRecords))
+	}
+}
+
+func (c *conn) credit(m *proto.Credit) {
+	c.mu.Lock()
+	s := c.subs[m.SubscriptionID]
+	c.mu.Unlock()
+	if s == nil {
+		c.out.send(&proto.CreditResponse{Code: proto.CodeSubscriptionIDDoesNotExist, SubscriptionID: m.SubscriptionID})
+		return
+	}
+	s.addCredit(int(m.Credit))
+}
+
+func (c *conn) unsubscribe(id uint8) uint16 {
+	c.mu.Lock()
+	s, ok := c.subs[id]
+	delete(c.subs, id)
+	c.mu.Unlock()
+	if !ok {
+		return proto.CodeSubscriptionIDDoesNotExist
+	}
+	s.stop()
+	s.st.release(c)
+	return codeOK
+}
+
+func (c *conn) storeOffset(m *proto.StoreOffset) {
+	if m.Reference == "" || len(m.Reference) > 255 || !c.perm.Check(meta.Read, m.Stream) {
+		return
+	}
+	st, code := c.stream(m.Stream)
+	if code != codeOK {
+		return
+	}
+	if err := st.log.StoreOffset(m.Reference, m.Offset, nil); err != nil {
+		c.srv.log.Warn("stream: store offset", "stream", m.Stream, "err", err)
+	}
+}
+
+func (c *conn) queryOffset(m *proto.QueryOffset) {
+	resp := &proto.QueryOffsetResponse{CorrelationID: m.CorrelationID, Code: codeOK}
+	st, code := c.stream(m.Stream)
+	switch {
+	case code != codeOK:
+		resp.Code = code
+	case !c.perm.Check(meta.Read, m.Stream):
+		resp.Code = proto.CodeAccessRefused
+	default:
+		off, ok := st.log.QueryOffset(m.Reference)
+		if !ok {
+			resp.Code = proto.CodeNoOffset
+		}
+		resp.Offset = off
+	}
+	c.out.send(resp)
+}
+
+// streamGone drops the connection's publishers and subscriptions of a
+// deleted stream and tells the client.
+func (c *conn) streamGone(st *streamState) {
+	c.mu.Lock()
+	var subs []*subscription
+	for id, s := range c.subs {
+		if s.st == st {
+			subs = append(subs, s)
+			delete(c.subs, id)
+		}
+	}
+	for id, p := range c.publishers {
+		if p.st == st {
+			delete(c.publishers, id)
+		}
+	}
+	c.mu.Unlock()
+	for _, s := range subs {
+		s.stop()
+	}
+	c.out.send(&proto.MetadataUpdate{Code: proto.CodeStreamNotAvailable, Stream: st.name})
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,214 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/vhost"
+)
+
+// Backend is what the server needs from the node.
+type Backend interface {
+	// Authenticate checks a user's password and whether it may connect from remote.
+	Authenticate(user, password string, remote net.Addr) error
+	// Vhost returns a running vhost.
+	Vhost(name string) (*vhost.Vhost, bool)
+	// Permission returns the user's permissions in a vhost.
+	Permission(user, vhost string) (meta.Permission, bool)
+}
+
+// Config configures the stream protocol server.
+type Config struct {
+	// FrameMax is the largest frame the server accepts and proposes in tune
+	// (default 1 MiB).
+	FrameMax uint32
+	// Heartbeat is the proposed heartbeat interval (default 60s; 0 after
+	// negotiation disables heartbeats).
+	Heartbeat time.Duration
+	// AdvertisedHost and AdvertisedPort go into open and metadata responses;
+	// empty/0 means the listener's host (its IP when bound to one, else the
+	// node's hostname) and port.
+	AdvertisedHost string
+	AdvertisedPort int
+	// HandshakeTimeout bounds the time from accept to open.
+	HandshakeTimeout time.Duration
+	// Product and Version are sent as peer properties. Version must look like
+	// a RabbitMQ version (clients enable features by it); WarrenVersion is
+	// sent as warren_version.
+	Product, Version, WarrenVersion string
+	// OutputBufferBytes bounds a connection's queued output: deliveries wait
+	// while it is fuller (default 4 MiB).
+	OutputBufferBytes int
+}
+
+// ProtocolVersion is the RabbitMQ version whose stream protocol the server
+// speaks, sent as the "version" peer property: the official clients turn
+// features (single active consumer, filtering, super stream commands) on by
+// this version.
+const ProtocolVersion = "4.2.0"
+
+// Counters are the server's cumulative counters.
+type Counters struct {
+	Published, Confirmed, Duplicates, Delivered, ChunksDelivered atomic.Uint64
+}
+
+// Server accepts stream protocol connections.
+type Server struct {
+	cfg     Config
+	backend Backend
+	log     *slog.Logger
+
+	Counters Counters
+
+	advMu   sync.Mutex
+	advHost string
+	advPort int
+
+	reg registry
+
+	mu      sync.Mutex
+	conns   map[*conn]struct{}
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// NewServer returns a server; call Serve to accept connections.
+func NewServer(cfg Config, b Backend, log *slog.Logger) *Server {
+	if cfg.FrameMax == 0 {
+		cfg.FrameMax = 1 << 20
+	}
+	if cfg.Heartbeat < 0 {
+		cfg.Heartbeat = 0
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = 10 * time.Second
+	}
+	if cfg.Product == "" {
+		cfg.Product = "Warren"
+	}
+	if cfg.Version == "" {
+		cfg.Version = ProtocolVersion
+	}
+	if cfg.OutputBufferBytes <= 0 {
+		cfg.OutputBufferBytes = 4 << 20
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{cfg: cfg, backend: b, log: log, conns: map[*conn]struct{}{}}
+	s.reg.init(s)
+	return s
+}
+
+// advertised returns the host and port given to clients.
+func (s *Server) advertised() (string, int) {
+	s.advMu.Lock()
+	defer s.advMu.Unlock()
+	return s.advHost, s.advPort
+}
+
+func (s *Server) setAdvertised(ln net.Listener) {
+	host, port := s.cfg.AdvertisedHost, s.cfg.AdvertisedPort
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		if host == "" && a.IP != nil && !a.IP.IsUnspecified() {
+			host = a.IP.String()
+		}
+		if port == 0 {
+			port = a.Port
+		}
+	}
+	if host == "" {
+		host, _ = os.Hostname()
+		if host == "" {
+			host = "localhost"
+		}
+	}
+	s.advMu.Lock()
+	s.advHost, s.advPort = host, port
+	s.advMu.Unlock()
+}
+
+// Serve accepts connections on ln until ctx is done or ln is closed.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.setAdvertised(ln)
+	go func() {
+		<-ctx.Done()
+		_ = ln.Close()
+	}()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("stream: accept: %w", err)
+		}
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			_ = nc.Close()
+			continue
+		}
+		c := newConn(s, nc)
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			c.serve(ctx)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Shutdown closes every connection (close with code OK, "broker shutdown")
+// and waits for them, or for ctx. Stream writers flush what they hold.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.closeWith(codeOK, "broker shutdown")
+	}
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		s.reg.stopAll()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stream: shutdown: %w", ctx.Err())
+	}
+}
+
+// ConnectionCount is the number of open connections.
+func (s *Server) ConnectionCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+func portString(p int) string { return strconv.Itoa(p) }

@@ -37,13 +37,13 @@ type conn struct {
 	br  *bufio.Reader
 	out *output
 
-	state     int
-	user      string
-	vh        *vhost.Vhost
-	perm      meta.CompiledPermission
-	frameMax  atomic.Uint32
-	heartbeat atomic.Int64 // negotiated, nanoseconds
-	deliverV2 bool
+	state       int
+	user        string
+	vh          *vhost.Vhost
+	perm        meta.CompiledPermission
+	frameMax    atomic.Uint32
+	heartbeat   atomic.Int64 // negotiated, nanoseconds
+	deliverV2   atomic.Bool  // the client takes deliver v2 (exchange command versions)
 	clientProps map[string]string
 
 	mu         sync.Mutex
@@ -344,7 +344,7 @@ func (c *conn) dispatch(cmd proto.Command) error {
 	case *proto.ExchangeVersions:
 		for _, v := range m.Commands {
 			if v.Key == proto.KeyDeliver && v.Max >= 2 {
-				c.deliverV2 = true
+				c.deliverV2.Store(true)
 			}
 		}
 		c.out.send(&proto.ExchangeVersionsResponse{CorrelationID: m.CorrelationID, Code: codeOK, Commands: proto.ServerVersions()})

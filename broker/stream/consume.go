@@ -161,10 +161,6 @@ func (s *subscription) deliverLoop(ctx context.Context, r *streamlog.Reader, don
 	defer close(done)
 	defer r.Close()
 	c := s.c
-	ver := uint16(1)
-	if c.deliverV2 {
-		ver = 2
-	}
 	for {
 		for s.credit.Load() <= 0 {
 			select {
@@ -183,8 +179,10 @@ func (s *subscription) deliverLoop(ctx context.Context, r *streamlog.Reader, don
 		if !c.out.waitRoom(ctx) {
 			return
 		}
+		ver := uint16(1)
 		var committed uint64
-		if ver == 2 {
+		if c.deliverV2.Load() {
+			ver = 2
 			if id := s.st.log.Stats().CommittedChunkID; id > 0 {
 				committed = uint64(id)
 			}

@@ -42,9 +42,10 @@ func publish(t testing.TB, e *stream.Environment, name, prefix string, n int, op
 	must(t, err)
 	defer p.Close()
 	confirmed := make(chan int, 1)
+	confirms := p.NotifyPublishConfirmation()
 	go func() {
 		got := 0
-		for cs := range p.NotifyPublishConfirmation() {
+		for cs := range confirms {
 			for _, c := range cs {
 				if !c.IsConfirmed() {
 					t.Errorf("message %d not confirmed: %v", c.GetPublishingId(), c.GetError())

@@ -183,12 +183,17 @@ func (s *subscription) deliverLoop(ctx context.Context, r *streamlog.Reader, don
 		var committed uint64
 		if c.deliverV2.Load() {
 			ver = 2
-			if id := s.st.log.Stats().CommittedChunkID; id > 0 {
+			if id, _ := s.st.log.Committed(); id >= 0 {
 				committed = uint64(id)
 			}
 		}
-		hdr, data := ch.HeaderBytes(), ch.Data()
+		wire := ch.Wire()
 		ok := c.out.appendFn(func(b []byte) []byte {
+			if wire != nil {
+				b = proto.AppendDeliverHeader(b, ver, s.id, committed, len(wire))
+				return append(b, wire...)
+			}
+			hdr, data := ch.HeaderBytes(), ch.Data()
 			b = proto.AppendDeliverHeader(b, ver, s.id, committed, len(hdr)+len(data))
 			return append(append(b, hdr...), data...)
 		})

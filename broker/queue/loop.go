@@ -388,7 +388,7 @@ func (q *Classic) forget(m *qmsg) {
 
 func (q *Classic) settle(seqs []uint64, reject bool) {
 	s := &q.st
-	var indexed []uint64
+	var indexed, transient []uint64
 	var dead []*message.Message
 	for _, seq := range seqs {
 		u, ok := s.unacked[seq]
@@ -400,8 +400,11 @@ func (q *Classic) settle(seqs []uint64, reject bool) {
 		if u.cons != nil {
 			u.cons.unacked--
 		}
-		if u.m.inIndex {
+		switch {
+		case u.m.inIndex && q.info.Durable && u.m.msg.Persistent:
 			indexed = append(indexed, seq)
+		case u.m.inIndex:
+			transient = append(transient, seq)
 		}
 		if reject {
 			dead = append(dead, u.m.msg)
@@ -409,6 +412,11 @@ func (q *Classic) settle(seqs []uint64, reject bool) {
 	}
 	if len(indexed) > 0 {
 		if err := q.idx.Ack(indexed); err != nil {
+			q.log.Error("ack in queue index", "err", err)
+		}
+	}
+	if len(transient) > 0 {
+		if err := q.idx.AckTransient(transient); err != nil {
 			q.log.Error("ack in queue index", "err", err)
 		}
 	}

@@ -86,6 +86,7 @@ func (q *QueueIndex) Convert(ctx context.Context, opts Options) error {
 
 // releaseAll drops the message-store references of every live external entry.
 func (q *QueueIndex) releaseAll() {
+	_ = q.applyAllAcks()
 	_ = q.Flush()
 	for _, s := range q.segs {
 		if q.files(s) != nil {

@@ -95,3 +95,61 @@ func TestLongQueueBoundsOpenFiles(t *testing.T) {
 		})
 	}
 }
+
+// Transient acks are counted at once and written in batches; message-store
+// references of acked large messages are released by the time anything
+// reads the segment, and a segment whose entries are all acked goes.
+func TestAckTransient(t *testing.T) {
+	dir := t.TempDir()
+	v := openVhost(t, dir)
+	q, _ := openQueue(t, v, "transient", Options{Version: 2, EmbedBelow: 64, SegmentEntries: 16})
+	defer q.Close(true)
+	const total = 48 // three segments
+	var batch []Entry
+	for s := uint64(0); s < total; s++ {
+		size := 20
+		if s%4 == 0 {
+			size = 100 // in the message store
+		}
+		batch = append(batch, Entry{Seq: s, ID: MsgID(s + 1), Data: body(s, size)})
+	}
+	if err := q.Append(batch); err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	// All of segment 0 and the even entries of segment 1.
+	var acks []uint64
+	for s := uint64(0); s < 16; s++ {
+		acks = append(acks, s)
+	}
+	for s := uint64(16); s < 32; s += 2 {
+		acks = append(acks, s)
+	}
+	if err := q.AckTransient(acks); err != nil {
+		t.Fatalf("AckTransient: %v", err)
+	}
+	if n, _ := q.Len(); n != total-len(acks) {
+		t.Fatalf("Len = %d, want %d", n, total-len(acks))
+	}
+	if _, err := os.Stat(q.segPath(0, "qi")); !os.IsNotExist(err) {
+		t.Fatalf("segment 0 fully acked but still on disk (stat: %v)", err)
+	}
+	got := readAll(t, q)
+	if len(got) != total-len(acks) {
+		t.Fatalf("read %d entries, want %d", len(got), total-len(acks))
+	}
+	for _, e := range got {
+		if e.Seq < 16 || e.Seq < 32 && e.Seq%2 == 0 {
+			t.Fatalf("acked entry %d read back", e.Seq)
+		}
+	}
+	for _, s := range acks {
+		if s%4 == 0 && v.msgs.has(MsgID(s+1)) {
+			t.Fatalf("message-store message of acked entry %d still referenced", s)
+		}
+	}
+	for s := uint64(32); s < total; s += 4 {
+		if !v.msgs.has(MsgID(s + 1)) {
+			t.Fatalf("message-store message of live entry %d gone", s)
+		}
+	}
+}

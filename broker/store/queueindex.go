@@ -114,6 +114,9 @@ type segment struct {
 	// clean and not syncing, so no write ever misses its fsync.
 	used    uint64
 	syncing atomic.Int32
+	// pendAcks are transient entries acked in memory whose acked status
+	// is not yet written (see AckTransient); they count as gone in live.
+	pendAcks []uint64
 	// pending entries not yet written: contiguous run starting at pendOff.
 	pend    []byte
 	pendOff int64
@@ -528,39 +531,149 @@ func (q *QueueIndex) setStatus(seqs []uint64, status byte, ack bool) error {
 		return err
 	}
 	E := q.opts.segmentEntries()
-	var hdr [entrySize]byte
+	// Seqs usually come in runs within one segment (a consumer's acks): each
+	// run is read with one pread, marked, and written back with one pwrite
+	// per stretch of changed entries.
+	for i := 0; i < len(seqs); {
+		sn := seqs[i] / E
+		lo, hi := seqs[i]%E, seqs[i]%E
+		j := i + 1
+		for j < len(seqs) && seqs[j]/E == sn {
+			lo, hi = min(lo, seqs[j]%E), max(hi, seqs[j]%E)
+			j++
+		}
+		if err := q.markRun(sn, lo, hi, seqs[i:j], status, ack, false); err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
+}
+
+// markRun sets status on seqs, all in segment sn within entries [lo, hi].
+// With ack, the entries leave the queue: their message-store references
+// are released and their bytes uncounted, and unless counted (AckTransient
+// already did) the live counts drop.
+func (q *QueueIndex) markRun(sn, lo, hi uint64, seqs []uint64, status byte, ack, counted bool) error {
+	s, ok := q.segs[sn]
+	if !ok {
+		return nil
+	}
+	if err := q.files(s); err != nil {
+		return err
+	}
+	E := q.opts.segmentEntries()
+	buf := make([]byte, (hi-lo+1)*entrySize)
+	got, err := s.idx.ReadAt(buf, int64(lo)*entrySize)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("store: read entries: %w", err)
+	}
+	buf = buf[:got-got%entrySize]
+	changed := make([]bool, len(buf)/entrySize)
+	for _, seq := range seqs {
+		k := int(seq%E - lo)
+		if k >= len(changed) {
+			continue
+		}
+		e := buf[k*entrySize : (k+1)*entrySize]
+		if e[0] != statusPublished && e[0] != statusDelivered {
+			continue
+		}
+		e[0] = status
+		changed[k] = true
+		if !ack {
+			continue
+		}
+		if e[1]&flagExternal != 0 {
+			q.vs.msgs.Release(MsgID(binary.BigEndian.Uint64(e[16:])))
+		}
+		if !counted {
+			s.live--
+			q.live--
+		}
+		q.bytes -= int64(binary.BigEndian.Uint32(e[28:]))
+	}
+	for k := 0; k < len(changed); {
+		if !changed[k] {
+			k++
+			continue
+		}
+		m := k
+		for m < len(changed) && changed[m] {
+			m++
+		}
+		if _, err := s.idx.WriteAt(buf[k*entrySize:m*entrySize], int64(lo)*entrySize+int64(k*entrySize)); err != nil {
+			return fmt.Errorf("store: mark entries: %w", err)
+		}
+		s.dirty = true
+		k = m
+	}
+	// The segment being appended to stays, so a drained queue does not
+	// create and delete files for every batch.
+	if ack && s.live == 0 && (s.num+1)*E <= q.next {
+		// Pending transient acks release their references first.
+		if err := q.applyAcks(s); err != nil {
+			return err
+		}
+		if _, ok := q.segs[sn]; ok {
+			q.dropSegment(s)
+		}
+	}
+	return nil
+}
+
+// maxPendingAcks bounds a segment's transient acks held in memory.
+const maxPendingAcks = 1024
+
+// AckTransient removes entries the caller appended with Persistent false.
+// Recovery drops transient entries whatever their status, so their acks
+// need no write of their own: they are counted at once and their status is
+// written in one batch later (when the segment has many, before anything
+// reads the segment's statuses, at Close), or never, when the whole
+// segment goes. Version 1 acks them as Ack does.
+func (q *QueueIndex) AckTransient(seqs []uint64) error {
+	if q.journal != nil {
+		return q.Ack(seqs)
+	}
+	E := q.opts.segmentEntries()
 	for _, seq := range seqs {
 		s, ok := q.segs[seq/E]
 		if !ok {
 			continue
 		}
-		if err := q.files(s); err != nil {
-			return err
-		}
-		off := int64(seq%E) * entrySize
-		if _, err := s.idx.ReadAt(hdr[:], off); err != nil {
-			continue
-		}
-		if hdr[0] != statusPublished && hdr[0] != statusDelivered {
-			continue
-		}
-		if _, err := s.idx.WriteAt([]byte{status}, off); err != nil {
-			return fmt.Errorf("store: mark entry: %w", err)
-		}
-		s.dirty = true
-		if !ack {
-			continue
-		}
-		if hdr[1]&flagExternal != 0 {
-			q.vs.msgs.Release(MsgID(binary.BigEndian.Uint64(hdr[16:])))
-		}
+		s.pendAcks = append(s.pendAcks, seq)
 		s.live--
 		q.live--
-		q.bytes -= int64(binary.BigEndian.Uint32(hdr[28:]))
-		// The segment being appended to stays, so a drained queue does not
-		// create and delete files for every batch.
-		if s.live == 0 && (s.num+1)*E <= q.next {
-			q.dropSegment(s)
+		if len(s.pendAcks) >= maxPendingAcks || s.live == 0 && (s.num+1)*E <= q.next {
+			if err := q.applyAcks(s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// applyAcks writes a segment's pending transient acks (and releases their
+// message-store references); a segment left with no live entry goes.
+func (q *QueueIndex) applyAcks(s *segment) error {
+	if len(s.pendAcks) == 0 {
+		return nil
+	}
+	if err := q.flushSegment(s); err != nil {
+		return err
+	}
+	seqs := s.pendAcks
+	s.pendAcks = nil
+	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+	E := q.opts.segmentEntries()
+	return q.markRun(s.num, seqs[0]%E, seqs[len(seqs)-1]%E, seqs, statusAcked, true, true)
+}
+
+// applyAllAcks writes every segment's pending transient acks.
+func (q *QueueIndex) applyAllAcks() error {
+	for _, s := range q.segs {
+		if err := q.applyAcks(s); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -618,6 +731,12 @@ func (q *QueueIndex) readSegments(from uint64, max, maxBytes int, fn func(Entry)
 	next := from
 	for _, sn := range nums {
 		s := q.segs[sn]
+		if err := q.applyAcks(s); err != nil {
+			return next, err
+		}
+		if _, ok := q.segs[sn]; !ok {
+			continue // every entry was acked: the segment went
+		}
 		if err := q.files(s); err != nil {
 			return next, err
 		}
@@ -625,15 +744,28 @@ func (q *QueueIndex) readSegments(from uint64, max, maxBytes int, fn func(Entry)
 		if sn*E < from {
 			start = from - sn*E
 		}
-		buf := make([]byte, (E-start)*entrySize)
+		idxBuf := q.vs.getBuf(int((E - start) * entrySize))
+		buf := *idxBuf
 		got, err := s.idx.ReadAt(buf, int64(start)*entrySize)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return next, fmt.Errorf("store: read entries: %w", err)
 		}
 		buf = buf[:got-got%entrySize]
+		// First the entries to return, then their embedded bodies, which
+		// lie in order in the body file, with one pread.
+		type pick struct {
+			en       Entry
+			off      int64
+			size     uint32
+			external bool
+		}
+		var picks []pick
+		var spanLo, spanHi int64 = -1, -1
+		full := false
 		for i := 0; i+entrySize <= len(buf); i += entrySize {
 			if n >= max || (maxBytes > 0 && bytes >= maxBytes) {
-				return next, nil
+				full = true
+				break
 			}
 			e := buf[i : i+entrySize]
 			seq := sn*E + start + uint64(i/entrySize)
@@ -641,27 +773,64 @@ func (q *QueueIndex) readSegments(from uint64, max, maxBytes int, fn func(Entry)
 			if e[0] != statusPublished && e[0] != statusDelivered {
 				continue
 			}
-			en := Entry{Seq: seq, ID: MsgID(binary.BigEndian.Uint64(e[16:])), Persistent: e[1]&flagPersistent != 0, Redelivered: e[0] == statusDelivered || seq < q.redeliverBelow}
-			size := binary.BigEndian.Uint32(e[28:])
-			if e[1]&flagExternal != 0 {
-				data, err := q.vs.msgs.Read(en.ID)
+			p := pick{
+				en:       Entry{Seq: seq, ID: MsgID(binary.BigEndian.Uint64(e[16:])), Persistent: e[1]&flagPersistent != 0, Redelivered: e[0] == statusDelivered || seq < q.redeliverBelow},
+				off:      int64(binary.BigEndian.Uint32(e[24:])),
+				size:     binary.BigEndian.Uint32(e[28:]),
+				external: e[1]&flagExternal != 0,
+			}
+			if !p.external {
+				if spanLo < 0 || p.off < spanLo {
+					spanLo = p.off
+				}
+				if end := p.off + int64(p.size); end > spanHi {
+					spanHi = end
+				}
+			}
+			picks = append(picks, p)
+			n++
+			bytes += int(p.size)
+		}
+		q.vs.putBuf(idxBuf) // picks hold no reference into it
+		var span []byte
+		var bodyBuf *[]byte
+		if spanLo >= 0 && spanHi-spanLo <= maxBodySpan {
+			bodyBuf = q.vs.getBuf(int(spanHi - spanLo))
+			span = *bodyBuf
+			if _, err := s.body.ReadAt(span, spanLo); err != nil {
+				return next, fmt.Errorf("store: read bodies: %w", err)
+			}
+		}
+		for _, p := range picks {
+			switch {
+			case p.external:
+				data, err := q.vs.msgs.Read(p.en.ID)
 				if err != nil {
 					return next, err
 				}
-				en.Data = data
-			} else {
-				en.Data = make([]byte, size)
-				if _, err := s.body.ReadAt(en.Data, int64(binary.BigEndian.Uint32(e[24:]))); err != nil {
-					return next, fmt.Errorf("store: read body of %d: %w", seq, err)
+				p.en.Data = data
+			case span != nil:
+				p.en.Data = append([]byte(nil), span[p.off-spanLo:p.off-spanLo+int64(p.size)]...)
+			default:
+				p.en.Data = make([]byte, p.size)
+				if _, err := s.body.ReadAt(p.en.Data, p.off); err != nil {
+					return next, fmt.Errorf("store: read body of %d: %w", p.en.Seq, err)
 				}
 			}
-			fn(en)
-			n++
-			bytes += int(size)
+			fn(p.en)
+		}
+		if bodyBuf != nil {
+			q.vs.putBuf(bodyBuf) // every body was copied out of it
+		}
+		if full {
+			return next, nil
 		}
 	}
 	return next, nil
 }
+
+// maxBodySpan bounds the embedded bodies read with one pread.
+const maxBodySpan = 8 << 20
 
 // Len is the number of live entries and their bytes.
 func (q *QueueIndex) Len() (int, int64) { return q.live, q.bytes }
@@ -716,6 +885,9 @@ func (q *QueueIndex) Purge() error {
 // Close flushes and fsyncs the queue's files; clean records a clean shutdown.
 func (q *QueueIndex) Close(clean bool) error {
 	var errs []error
+	if err := q.applyAllAcks(); err != nil {
+		errs = append(errs, err)
+	}
 	if q.journal != nil {
 		if err := q.flushJournal(); err != nil {
 			errs = append(errs, err)

@@ -15,9 +15,28 @@ type VhostStore struct {
 	dir    string
 	msgs   *MessageStore
 	syncer *syncer
+	// readBufs lends queues the buffers they read segments with, so idle
+	// queues hold none.
+	readBufs sync.Pool
 
 	mu     sync.Mutex
 	closed bool
+}
+
+// getBuf lends a buffer of n bytes; give it back with putBuf.
+func (v *VhostStore) getBuf(n int) *[]byte {
+	if b, ok := v.readBufs.Get().(*[]byte); ok && cap(*b) >= n {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]byte, n)
+	return &b
+}
+
+func (v *VhostStore) putBuf(b *[]byte) {
+	if cap(*b) <= maxBodySpan {
+		v.readBufs.Put(b)
+	}
 }
 
 // StoreStats describes a vhost's message store.

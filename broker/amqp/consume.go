@@ -246,7 +246,7 @@ func (ch *channel) basicConsume(ctx context.Context, m *wire.BasicConsume) error
 		return newError(wire.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
 	}
 	cons := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck, prefetch: ch.prefetchCount}
-	opts := queue.ConsumeOptions{Exclusive: m.Exclusive, Args: m.Arguments}
+	opts := queue.ConsumeOptions{Exclusive: m.Exclusive, Args: m.Arguments, Prefetch: int(ch.prefetchCount)}
 	if p, ok := m.Arguments["x-priority"]; ok {
 		if n, ok := toInt(p); ok {
 			opts.Priority = int(n)

@@ -3,6 +3,7 @@ package amqp
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/warrenmq/warren/broker/amqp/wire"
 	"github.com/warrenmq/warren/broker/queue"
@@ -81,6 +82,8 @@ func fromErr(err error) *Error {
 		return newError(wire.AccessRefused, "%s", err)
 	case errors.Is(err, queue.ErrInvalidArgument), errors.Is(err, queue.ErrInUse), errors.Is(err, queue.ErrNotEmpty), errors.Is(err, queue.ErrUnsupported):
 		return newError(wire.PreconditionFailed, "%s", err)
+	case errors.Is(err, queue.ErrNotImplemented):
+		return newError(wire.NotImplemented, "%s", strings.TrimPrefix(err.Error(), queue.ErrNotImplemented.Error()+": "))
 	case errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrDeleted):
 		return newError(wire.NotFound, "%s", err)
 	}

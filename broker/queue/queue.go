@@ -18,6 +18,9 @@ var (
 	ErrInvalidArgument   = errors.New("queue: invalid argument") // precondition-failed
 	ErrUnsupported       = errors.New("queue: not supported by this queue type")
 	ErrStopped           = errors.New("queue: stopped")
+	// ErrNotImplemented is what a queue type does not do at all (basic.get
+	// or automatic acks on a stream): AMQP's not-implemented.
+	ErrNotImplemented = errors.New("queue: not implemented")
 )
 
 // Publish is one message handed to a queue.
@@ -65,6 +68,9 @@ type ConsumeOptions struct {
 	Exclusive bool
 	// Priority from the x-priority consumer argument.
 	Priority int
+	// Prefetch is the consumer's prefetch limit (basic.qos global=false),
+	// 0 for none. Streams refuse consumers without one.
+	Prefetch int
 	// Args holds the remaining consumer arguments (e.g. x-stream-offset).
 	Args map[string]any
 }

@@ -16,17 +16,22 @@ type StreamConfig struct {
 	Args Args
 	// Dir is the stream's log directory.
 	Dir string
-	Log *slog.Logger
+	// ReadAhead is the vhost's read-ahead setting, for AMQP consumers (nil:
+	// streamlog's default).
+	ReadAhead *streamlog.ReadAhead
+	Log       *slog.Logger
 }
 
 // Stream is a queue of type stream: an append-only log (streamlog.Log).
 // The stream protocol server (broker/stream) publishes and reads through
-// Log directly. Over AMQP, publishing to and consuming from a stream are
-// the AMQP stream queue type's work, not done here: publishes are refused
-// (negative confirm) and Consume/Get return ErrUnsupported.
+// Log directly. Over AMQP (stream_amqp.go), a Publish batch becomes one
+// chunk of AMQP 1.0 encoded messages, confirmed once durable, and each
+// consumer reads the log from its x-stream-offset on its own goroutine.
 type Stream struct {
 	info Info
 	log  *streamlog.Log
+	ra   *streamlog.ReadAhead
+	amqp streamAMQP
 
 	mu      sync.Mutex
 	deleted chan struct{}
@@ -49,7 +54,7 @@ func OpenStream(ctx context.Context, cfg StreamConfig) (*Stream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open stream %q: %w", cfg.Info.Name, err)
 	}
-	return &Stream{info: cfg.Info, log: l, deleted: make(chan struct{})}, nil
+	return &Stream{info: cfg.Info, log: l, ra: cfg.ReadAhead, deleted: make(chan struct{})}, nil
 }
 
 // Log is the stream's log.
@@ -72,52 +77,17 @@ func (s *Stream) markGone() bool {
 // Info implements Queue.
 func (s *Stream) Info() Info { return s.info }
 
-// Publish implements Queue: AMQP publishing into a stream is refused.
-func (s *Stream) Publish(batch []Publish) {
-	for _, p := range batch {
-		if p.Confirm != nil {
-			p.Confirm.Confirm([]uint64{p.Tag}, false)
-		}
-	}
-}
-
-// Throttle implements Queue.
-func (s *Stream) Throttle(ctx context.Context) error { return nil }
-
-// Ack implements Queue (nothing to settle).
-func (s *Stream) Ack(seqs []uint64) {}
-
-// Requeue implements Queue.
-func (s *Stream) Requeue(seqs []uint64) {}
-
-// Reject implements Queue.
-func (s *Stream) Reject(seqs []uint64) {}
-
-// Consume implements Queue.
-func (s *Stream) Consume(ctx context.Context, c Consumer, opts ConsumeOptions) error {
-	return ErrUnsupported
-}
-
-// Cancel implements Queue.
-func (s *Stream) Cancel(c Consumer) {}
-
-// Wake implements Queue.
-func (s *Stream) Wake() {}
-
-// Get implements Queue.
-func (s *Stream) Get(ctx context.Context, noAck bool) (Delivery, bool, error) {
-	return Delivery{}, false, ErrUnsupported
-}
-
 // Purge implements Queue.
 func (s *Stream) Purge(ctx context.Context) (int, error) { return 0, ErrUnsupported }
 
-// Delete implements Queue: it removes the log's files.
+// Delete implements Queue: consumers are cancelled, the log's files
+// removed.
 func (s *Stream) Delete(ctx context.Context, ifUnused, ifEmpty bool) (int, error) {
 	n := s.Stats().Ready
 	if !s.markGone() {
 		return 0, ErrDeleted
 	}
+	s.stopConsumers(true)
 	if err := s.log.Delete(); err != nil {
 		return n, err
 	}
@@ -131,7 +101,7 @@ func (s *Stream) Stats() Stats {
 	if st.FirstOffset >= 0 {
 		n = int(int64(st.NextOffset) - st.FirstOffset)
 	}
-	return Stats{Ready: n, ReadyBytes: st.Bytes}
+	return Stats{Ready: n, ReadyBytes: st.Bytes, Consumers: s.consumerCount()}
 }
 
 // Close implements Queue.
@@ -139,6 +109,7 @@ func (s *Stream) Close(ctx context.Context) error {
 	if !s.markGone() {
 		return ErrStopped
 	}
+	s.stopConsumers(false)
 	if err := s.log.Close(); err != nil && !errors.Is(err, streamlog.ErrClosed) {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/warrenmq/warren/broker/queue"
 	"github.com/warrenmq/warren/broker/routing"
 	"github.com/warrenmq/warren/broker/store"
+	"github.com/warrenmq/warren/broker/store/streamlog"
 )
 
 // Config is what a vhost runtime needs.
@@ -49,6 +50,9 @@ type Vhost struct {
 	routes   *routing.Table
 	store    *store.VhostStore
 	settings atomic.Pointer[Settings]
+	// readAhead is the stream read-ahead setting every stream reader of
+	// this vhost consults (kept equal to settings).
+	readAhead *streamlog.ReadAhead
 
 	mu     sync.RWMutex
 	queues map[string]*queueEntry
@@ -81,6 +85,7 @@ func Open(ctx context.Context, cfg Config) (*Vhost, error) {
 	}
 	mv, _ := cfg.Meta.Vhost(cfg.Name)
 	v.settings.Store(v.effective(mv))
+	v.readAhead = streamlog.NewReadAhead(v.Settings().StreamReadAhead, v.Settings().StreamReadAheadLimit)
 	if err := v.recover(ctx); err != nil {
 		_ = v.Close(ctx)
 		return nil, err
@@ -93,6 +98,10 @@ func (v *Vhost) Name() string { return v.cfg.Name }
 
 // Settings returns the effective storage settings.
 func (v *Vhost) Settings() Settings { return *v.settings.Load() }
+
+// StreamReadAhead is the vhost's stream read-ahead setting, shared by all
+// its stream readers and updated with the vhost's settings.
+func (v *Vhost) StreamReadAhead() *streamlog.ReadAhead { return v.readAhead }
 
 // Routes exposes the routing table (read-only use: listing).
 func (v *Vhost) Routes() *routing.Table { return v.routes }
@@ -200,7 +209,7 @@ func (v *Vhost) openQueue(ctx context.Context, info queue.Info, args queue.Args)
 	switch info.Type {
 	case "classic":
 	case "stream":
-		q, err := queue.OpenStream(ctx, queue.StreamConfig{Info: info, Args: args, Dir: v.streamDir(info.Name), Log: v.log})
+		q, err := queue.OpenStream(ctx, queue.StreamConfig{Info: info, Args: args, Dir: v.streamDir(info.Name), ReadAhead: v.readAhead, Log: v.log})
 		if err != nil {
 			if errors.Is(err, queue.ErrInvalidArgument) {
 				return nil, errorf(ErrPrecondition, "%s", trimKind(err))
@@ -342,6 +351,7 @@ func (v *Vhost) UpdateSettings(ctx context.Context, mv meta.Vhost) {
 	old := v.settings.Load()
 	next := v.effective(mv)
 	v.settings.Store(next)
+	v.readAhead.Set(next.StreamReadAhead, next.StreamReadAheadLimit)
 	if old.QueueVersion != next.QueueVersion || old.EmbedMessagesBelow != next.EmbedMessagesBelow {
 		go v.convertQueues(context.WithoutCancel(ctx))
 	}

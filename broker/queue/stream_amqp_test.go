@@ -1,0 +1,320 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	streamamqp "github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
+	stream "github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
+
+	"github.com/warrenmq/warren/broker/brokertest"
+)
+
+func declareStream(t *testing.T, ch *amqp.Channel, name string, args amqp.Table) {
+	t.Helper()
+	a := amqp.Table{"x-queue-type": "stream"}
+	for k, v := range args {
+		a[k] = v
+	}
+	if _, err := ch.QueueDeclare(name, true, false, false, false, a); err != nil {
+		t.Fatalf("declare stream %s: %v", name, err)
+	}
+}
+
+// publishConfirmed publishes n messages body-i (from first) and waits for
+// their confirms.
+func publishConfirmed(t *testing.T, ch *amqp.Channel, queue string, first, n int) {
+	t.Helper()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var dcs []*amqp.DeferredConfirmation
+	for i := first; i < first+n; i++ {
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, false, false, amqp.Publishing{
+			DeliveryMode: amqp.Persistent,
+			ContentType:  "text/plain",
+			MessageId:    fmt.Sprintf("id-%d", i),
+			Headers:      amqp.Table{"i": int32(i), "nested": amqp.Table{"k": "v"}},
+			Body:         []byte(fmt.Sprintf("body-%d", i)),
+		})
+		if err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+		dcs = append(dcs, dc)
+	}
+	for _, dc := range dcs {
+		ok, err := dc.WaitContext(ctx)
+		if err != nil || !ok {
+			t.Fatalf("confirm %d: %v %v", dc.DeliveryTag, ok, err)
+		}
+	}
+}
+
+// consume reads n messages from a stream consumer with prefetch and manual
+// acks, acking each, and returns their bodies and x-stream-offset values.
+func consume(t *testing.T, ch *amqp.Channel, queue string, offset any, prefetch, n int) ([]string, []int64) {
+	t.Helper()
+	if err := ch.Qos(prefetch, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	args := amqp.Table{}
+	if offset != nil {
+		args["x-stream-offset"] = offset
+	}
+	tag := fmt.Sprintf("c-%d", time.Now().UnixNano())
+	ds, err := ch.Consume(queue, tag, false, false, false, false, args)
+	if err != nil {
+		t.Fatalf("consume: %v", err)
+	}
+	var bodies []string
+	var offs []int64
+	timeout := time.After(20 * time.Second)
+	for len(bodies) < n {
+		select {
+		case d, ok := <-ds:
+			if !ok {
+				t.Fatalf("deliveries closed after %d", len(bodies))
+			}
+			bodies = append(bodies, string(d.Body))
+			off, _ := d.Headers["x-stream-offset"].(int64)
+			offs = append(offs, off)
+			if err := d.Ack(false); err != nil {
+				t.Fatal(err)
+			}
+		case <-timeout:
+			t.Fatalf("got %d of %d messages", len(bodies), n)
+		}
+	}
+	if err := ch.Cancel(tag, false); err != nil {
+		t.Fatal(err)
+	}
+	return bodies, offs
+}
+
+func TestStreamPublishConsumeAMQP(t *testing.T) {
+	n := brokertest.Start(t)
+	ch := n.Channel(t)
+	declareStream(t, ch, "s1", amqp.Table{
+		"x-max-length-bytes":              int64(1 << 30),
+		"x-max-age":                       "7D",
+		"x-stream-max-segment-size-bytes": int32(4096),
+	})
+	const total = 500
+	publishConfirmed(t, ch, "s1", 0, total)
+
+	// More messages than the prefetch: credit comes back with acks.
+	c2, err := n.Dial(t).Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := func() (<-chan amqp.Delivery, error) {
+		c2.Qos(10, 0, false)
+		return c2.Consume("s1", "", false, false, false, false, amqp.Table{"x-stream-offset": "first"})
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < total; i++ {
+		select {
+		case d := <-ds:
+			off, _ := d.Headers["x-stream-offset"].(int64)
+			if string(d.Body) != fmt.Sprintf("body-%d", i) || off != int64(i) {
+				t.Fatalf("message %d: %q at offset %d", i, d.Body, off)
+			}
+			if d.MessageId != fmt.Sprintf("id-%d", i) || d.ContentType != "text/plain" || d.DeliveryMode != amqp.Persistent ||
+				d.Headers["i"] != int32(i) || fmt.Sprint(d.Headers["nested"]) != "map[k:v]" || d.RoutingKey != "s1" {
+				t.Fatalf("message %d properties: %+v", i, d)
+			}
+			d.Ack(false)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("stalled after %d messages", i)
+		}
+	}
+	select {
+	case d := <-ds:
+		t.Fatalf("extra message %q", d.Body)
+	case <-time.After(100 * time.Millisecond):
+	}
+	q, err := ch.QueueDeclarePassive("s1", true, false, false, false, nil)
+	if err != nil || q.Messages != total {
+		t.Fatalf("passive declare: %+v %v", q, err)
+	}
+}
+
+func TestStreamOffsetsAMQP(t *testing.T) {
+	n := brokertest.Start(t)
+	ch := n.Channel(t)
+	declareStream(t, ch, "s2", nil)
+	before := time.Now().Add(-time.Second)
+	publishConfirmed(t, ch, "s2", 0, 20)
+
+	for _, tc := range []struct {
+		name   string
+		offset any
+		first  int64
+	}{
+		{"first", "first", 0},
+		{"offset", int64(7), 7},
+		{"offset-int32", int32(13), 13},
+		{"timestamp", before, 0},
+		{"interval", "10m", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ch := n.Channel(t)
+			want := int(20 - tc.first)
+			bodies, offs := consume(t, ch, "s2", tc.offset, 5, want)
+			if offs[0] != tc.first || bodies[0] != fmt.Sprintf("body-%d", tc.first) || offs[len(offs)-1] != 19 {
+				t.Fatalf("from %d: %v", tc.first, offs)
+			}
+		})
+	}
+	t.Run("last", func(t *testing.T) {
+		// The last chunk holds what the last Publish batch carried.
+		ch := n.Channel(t)
+		_, offs := consume(t, ch, "s2", "last", 5, 1)
+		if offs[0] < 0 || offs[0] > 19 {
+			t.Fatalf("last starts at %d", offs[0])
+		}
+	})
+	t.Run("next", func(t *testing.T) {
+		ch := n.Channel(t)
+		ch.Qos(5, 0, false)
+		ds, err := ch.Consume("s2", "", false, false, false, false, amqp.Table{"x-stream-offset": "next"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case d := <-ds:
+			t.Fatalf("next consumer got old message %q", d.Body)
+		case <-time.After(200 * time.Millisecond):
+		}
+		publishConfirmed(t, n.Channel(t), "s2", 20, 1)
+		select {
+		case d := <-ds:
+			if string(d.Body) != "body-20" {
+				t.Fatalf("got %q", d.Body)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("next consumer got nothing")
+		}
+	})
+	t.Run("default-is-next", func(t *testing.T) {
+		ch := n.Channel(t)
+		ch.Qos(5, 0, false)
+		ds, _ := ch.Consume("s2", "", false, false, false, false, nil)
+		select {
+		case d := <-ds:
+			t.Fatalf("default consumer got old message %q", d.Body)
+		case <-time.After(200 * time.Millisecond):
+		}
+	})
+}
+
+func amqpCode(err error) int {
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		return ae.Code
+	}
+	return 0
+}
+
+func TestStreamRefusalsAMQP(t *testing.T) {
+	n := brokertest.Start(t)
+	ch := n.Channel(t)
+	declareStream(t, ch, "s3", nil)
+
+	t.Run("no-prefetch", func(t *testing.T) {
+		ch := n.Channel(t)
+		_, err := ch.Consume("s3", "", false, false, false, false, nil)
+		if amqpCode(err) != amqp.PreconditionFailed {
+			t.Fatalf("consume without prefetch: %v", err)
+		}
+	})
+	t.Run("auto-ack", func(t *testing.T) {
+		ch := n.Channel(t)
+		ch.Qos(10, 0, false)
+		_, err := ch.Consume("s3", "", true, false, false, false, nil)
+		if amqpCode(err) != amqp.NotImplemented {
+			t.Fatalf("auto-ack consume: %v", err)
+		}
+	})
+	t.Run("basic-get", func(t *testing.T) {
+		ch := n.Channel(t)
+		_, _, err := ch.Get("s3", false)
+		if amqpCode(err) != amqp.NotImplemented {
+			t.Fatalf("basic.get: %v", err)
+		}
+	})
+	t.Run("bad-offset", func(t *testing.T) {
+		ch := n.Channel(t)
+		ch.Qos(10, 0, false)
+		_, err := ch.Consume("s3", "", false, false, false, false, amqp.Table{"x-stream-offset": "yesterday"})
+		if amqpCode(err) != amqp.PreconditionFailed {
+			t.Fatalf("bad offset: %v", err)
+		}
+	})
+	t.Run("not-durable", func(t *testing.T) {
+		ch := n.Channel(t)
+		_, err := ch.QueueDeclare("s4", false, false, false, false, amqp.Table{"x-queue-type": "stream"})
+		if amqpCode(err) != amqp.PreconditionFailed {
+			t.Fatalf("transient stream: %v", err)
+		}
+	})
+}
+
+func TestStreamSurvivesRestartAMQP(t *testing.T) {
+	n := brokertest.Start(t)
+	ch := n.Channel(t)
+	declareStream(t, ch, "s5", nil)
+	publishConfirmed(t, ch, "s5", 0, 50)
+	n = n.Restart()
+	bodies, offs := consume(t, n.Channel(t), "s5", "first", 7, 50)
+	if bodies[49] != "body-49" || offs[49] != 49 {
+		t.Fatalf("after restart: %v", offs)
+	}
+}
+
+// Messages published over AMQP 0.9.1 are AMQP 1.0 messages to the stream
+// protocol's official client.
+func TestStreamAMQPToStreamClient(t *testing.T) {
+	n := brokertest.Start(t)
+	ch := n.Channel(t)
+	declareStream(t, ch, "s6", nil)
+	publishConfirmed(t, ch, "s6", 0, 10)
+	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(n.StreamURI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	got := make(chan string, 10)
+	props := make(chan string, 10)
+	c, err := env.NewConsumer("s6", func(_ stream.ConsumerContext, m *streamamqp.Message) {
+		got <- string(m.GetData())
+		if m.Properties != nil {
+			props <- fmt.Sprint(m.Properties.MessageID, " ", m.ApplicationProperties["i"])
+		}
+	}, stream.NewConsumerOptions().SetOffset(stream.OffsetSpecification{}.First()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := 0; i < 10; i++ {
+		select {
+		case b := <-got:
+			if b != fmt.Sprintf("body-%d", i) {
+				t.Fatalf("message %d: %q", i, b)
+			}
+			if p := <-props; p != fmt.Sprintf("id-%d %d", i, i) {
+				t.Fatalf("message %d properties: %s", i, p)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("stream client got %d messages", i)
+		}
+	}
+}

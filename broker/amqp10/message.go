@@ -3,7 +3,6 @@ package amqp10
 import (
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/warrenmq/warren/broker/amqp/wire"
 )
@@ -25,6 +24,28 @@ type Message struct {
 	Body       []byte // aliases the encoded message when it is one data section
 	Exchange   string // from the x-exchange annotation ("" if absent)
 	RoutingKey string // from the x-routing-key annotation ("" if absent)
+	// BodyAt is where the body's section starts in the encoded message when
+	// the body is one data section that ends the message (-1 otherwise):
+	// messages with the same bytes before BodyAt decode to the same
+	// properties (see DataBody).
+	BodyAt int
+}
+
+// DataBody returns the body of b, the bytes of a message from its BodyAt
+// on: one data section and nothing after it.
+func DataBody(b []byte) ([]byte, bool) {
+	d := &decoder{b: b}
+	if d.u8() != tDescribed {
+		return nil, false
+	}
+	if c, ok := d.sectionDescriptor(); !ok || c != secData {
+		return nil, false
+	}
+	body, ok := d.text()
+	if !ok || d.err != nil || d.p != len(b) {
+		return nil, false
+	}
+	return body, true
 }
 
 // AppendFromAMQP091 appends the AMQP 1.0 encoding of an AMQP 0.9.1 message
@@ -164,125 +185,233 @@ func AppendFromAMQP091(b []byte, p *wire.Properties, exchange, routingKey string
 // body section as its encoded bytes). It never panics on bad input.
 func Decode(msg []byte) (Message, error) {
 	var m Message
+	err := DecodeInto(&m, msg)
+	return m, err
+}
+
+// DecodeInto is Decode into m, for a consumer decoding message after
+// message: it reuses m's headers map (cleared) and keeps m's strings when
+// the new message has the same ones, so a stream of alike messages
+// decodes without allocating. Body aliases msg.
+func DecodeInto(m *Message, msg []byte) error {
+	prev := *m
+	hdr := m.Props.Headers
+	clear(hdr)
+	*m = Message{BodyAt: -1}
 	d := &decoder{b: msg}
-	var dataParts int
+	set := func(dst *string, old string, b []byte) {
+		if string(b) == old {
+			*dst = old
+		} else {
+			*dst = string(b)
+		}
+	}
+	idText := func(dst *string, old string) {
+		if c := d.peek(); c == tNull {
+			d.p++
+			return
+		} else if c == tStr8 || c == tStr32 || c == tSym8 || c == tSym32 || c == tVbin8 || c == tVbin32 {
+			b, _ := d.text()
+			set(dst, old, b)
+			return
+		}
+		*dst = idString(d.value(1))
+	}
+	dataParts := 0
 	for d.p < len(d.b) && d.err == nil {
-		start := d.p
+		sectionAt := d.p
 		if d.u8() != tDescribed {
-			d.fail("section without descriptor at %d", start)
+			d.fail("section without descriptor at %d", d.p-1)
 			break
 		}
-		desc := d.value(1)
-		code, ok := sectionCode(desc)
+		code, ok := d.sectionDescriptor()
 		if !ok {
-			d.fail("unknown section descriptor %v", desc)
+			d.fail("unknown section descriptor")
 			break
 		}
 		switch code {
 		case secHeader:
-			if l, ok := d.value(1).([]any); ok {
-				if len(l) > 0 && l[0] == true {
+			n, end := d.compoundStart(true)
+			m.Props.DeliveryMode = 1
+			if n > 0 {
+				if d.boolean() {
 					m.Props.DeliveryMode = 2
-				} else {
-					m.Props.DeliveryMode = 1
-				}
-				if len(l) > 1 {
-					if pr, ok := l[1].(uint8); ok {
-						m.Props.Priority = pr
-					}
 				}
 			}
+			if n > 1 {
+				if d.peek() == tUbyte {
+					d.p++
+					m.Props.Priority = d.u8()
+				} else {
+					d.skip(1)
+				}
+			}
+			d.jump(end)
 		case secDeliveryAnn, secFooter:
-			d.value(1)
+			d.skip(1)
 		case secMessageAnn:
-			mp, _ := d.value(1).(map[any]any)
-			for k, v := range mp {
-				ks := keyString(k)
-				vs, _ := v.(string)
-				switch ks {
+			n, end := d.compoundStart(false)
+			for i := 0; i < n/2 && d.err == nil && d.p < end; i++ {
+				k, ok := d.text()
+				if !ok {
+					d.skip(1)
+					continue
+				}
+				var dst *string
+				var old string
+				switch string(k) {
 				case annExchange:
-					m.Exchange = vs
+					dst, old = &m.Exchange, prev.Exchange
 				case annRoutingKey:
-					m.RoutingKey = vs
+					dst, old = &m.RoutingKey, prev.RoutingKey
 				case annType:
-					m.Props.Type = vs
+					dst, old = &m.Props.Type, prev.Props.Type
 				case annAppID:
-					m.Props.AppId = vs
+					dst, old = &m.Props.AppId, prev.Props.AppId
 				case annClusterID:
-					m.Props.ClusterId = vs
+					dst, old = &m.Props.ClusterId, prev.Props.ClusterId
 				case annHeaders:
-					if raw, ok := v.([]byte); ok {
-						if t, _, err := wire.DecodeTable(raw); err == nil {
-							if m.Props.Headers == nil {
-								m.Props.Headers = wire.Table{}
-							}
-							for k, v := range t {
-								m.Props.Headers[k] = v
-							}
+					raw, ok := d.text()
+					if !ok {
+						continue
+					}
+					if t, _, err := wire.DecodeTable(raw); err == nil {
+						if hdr == nil {
+							hdr = wire.Table{}
+						}
+						for k, v := range t {
+							hdr[k] = v
 						}
 					}
+					continue
+				default:
+					d.skip(1)
+					continue
+				}
+				if v, ok := d.text(); ok {
+					set(dst, old, v)
 				}
 			}
+			d.jump(end)
 		case secProperties:
-			l, _ := d.value(1).([]any)
-			get := func(i int) any {
-				if i < len(l) {
-					return l[i]
+			n, end := d.compoundStart(true)
+			for i := 0; i < n && d.err == nil && d.p < end; i++ {
+				switch i {
+				case 0:
+					idText(&m.Props.MessageId, prev.Props.MessageId)
+				case 1:
+					idText(&m.Props.UserId, prev.Props.UserId)
+				case 4:
+					idText(&m.Props.ReplyTo, prev.Props.ReplyTo)
+				case 5:
+					idText(&m.Props.CorrelationId, prev.Props.CorrelationId)
+				case 6:
+					idText(&m.Props.ContentType, prev.Props.ContentType)
+				case 7:
+					idText(&m.Props.ContentEncoding, prev.Props.ContentEncoding)
+				case 9:
+					if d.peek() == tTimestamp {
+						d.p++
+						m.Props.Timestamp = uint64(int64(d.u64()) / 1000)
+					} else {
+						d.skip(1)
+					}
+				default:
+					d.skip(1)
 				}
-				return nil
 			}
-			m.Props.MessageId = idString(get(0))
-			if u, ok := get(1).([]byte); ok {
-				m.Props.UserId = string(u)
-			}
-			m.Props.ReplyTo = idString(get(4))
-			m.Props.CorrelationId = idString(get(5))
-			m.Props.ContentType = idString(get(6))
-			m.Props.ContentEncoding = idString(get(7))
-			if t, ok := get(9).(time.Time); ok {
-				m.Props.Timestamp = uint64(t.Unix())
-			}
+			d.jump(end)
 		case secAppProps:
-			mp, _ := d.value(1).(map[any]any)
-			if len(mp) > 0 && m.Props.Headers == nil {
-				m.Props.Headers = make(wire.Table, len(mp))
+			n, end := d.compoundStart(false)
+			if n > 0 && hdr == nil {
+				hdr = make(wire.Table, n/2)
 			}
-			for k, v := range mp {
-				m.Props.Headers[keyString(k)] = headerValue(v)
+			for i := 0; i < n/2 && d.err == nil && d.p < end; i++ {
+				k := d.value(1)
+				v := d.value(1)
+				hdr[keyString(k)] = headerValue(v)
 			}
+			d.jump(end)
 		case secData:
-			v := d.value(1)
-			data, ok := v.([]byte)
+			data, ok := d.text()
 			if !ok {
-				d.fail("data section is %T", v)
+				d.fail("data section is not binary")
 				break
 			}
 			if dataParts == 0 {
 				m.Body = data
+				if d.p == len(d.b) {
+					m.BodyAt = sectionAt
+				}
 			} else {
 				m.Body = append(m.Body[:len(m.Body):len(m.Body)], data...)
 			}
 			dataParts++
 		case secValue:
 			vs := d.p
-			switch v := d.value(1).(type) {
-			case []byte:
-				m.Body = v
-			case string:
-				m.Body = []byte(v)
+			switch c := d.peek(); c {
+			case tStr8, tStr32, tVbin8, tVbin32:
+				m.Body, _ = d.text()
 			default:
+				d.skip(1)
 				m.Body = d.b[vs:d.p]
 			}
 		case secSequence:
 			vs := d.p
-			d.value(1)
+			d.skip(1)
 			m.Body = append(m.Body, d.b[vs:d.p]...)
 		}
 	}
-	if d.err != nil {
-		return Message{}, d.err
+	if len(hdr) > 0 || prev.Props.Headers != nil {
+		m.Props.Headers = hdr
 	}
-	return m, nil
+	if d.err != nil {
+		return d.err
+	}
+	return nil
+}
+
+// sectionDescriptor reads a section's descriptor (a small ulong, ulong or
+// symbol) and returns the section code.
+func (d *decoder) sectionDescriptor() (byte, bool) {
+	switch c := d.peek(); c {
+	case tSmallUlong:
+		d.p++
+		v := d.u8()
+		return v, v >= secHeader && v <= secFooter
+	case tUlong:
+		d.p++
+		v := d.u64()
+		return byte(v), v >= secHeader && v <= secFooter
+	case tSym8, tSym32:
+		b, _ := d.text()
+		return sectionCode(Symbol(b))
+	}
+	return 0, false
+}
+
+// boolean reads a boolean (null and other types read as false).
+func (d *decoder) boolean() bool {
+	c := d.u8()
+	switch c {
+	case tTrue:
+		return true
+	case tFalse, tNull:
+		return false
+	case tBool:
+		return d.u8() != 0
+	}
+	d.skipOf(c, 1)
+	return false
+}
+
+// jump moves to the end of a compound (its elements may be left unread).
+func (d *decoder) jump(end int) {
+	if d.err == nil && end >= d.p && end <= len(d.b) {
+		d.p = end
+	} else if d.err == nil {
+		d.fail("compound overrun")
+	}
 }
 
 func sectionCode(desc any) (byte, bool) {

@@ -97,11 +97,14 @@ func (d *decoder) fail(format string, args ...any) {
 
 func (d *decoder) need(n int) bool {
 	if n < 0 || len(d.b)-d.p < n {
-		d.fail("truncated at %d", d.p)
+		d.truncated()
 		return false
 	}
 	return true
 }
+
+//go:noinline
+func (d *decoder) truncated() { d.fail("truncated at %d", d.p) }
 
 func (d *decoder) u8() byte {
 	if !d.need(1) {

@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -205,43 +207,30 @@ func (sc *streamConsumer) run(ctx context.Context, r *streamlog.Reader) {
 	defer close(sc.done)
 	defer r.Close()
 	s := sc.s
-	var propBuf []byte
+	var (
+		conv streamConverter
+		msg  message.Message
+	)
 	for {
 		ch, err := r.Next(ctx)
 		if err != nil {
 			return
 		}
-		ts := time.UnixMilli(ch.Header.Timestamp)
+		ts := time.UnixMilli(ch.Header.Timestamp).UnixNano()
 		it := ch.Entries()
 		for off, data, ok := it.Next(); ok; off, data, ok = it.Next() {
 			if off < sc.start {
 				continue
 			}
-			m, err := amqp10.Decode(data)
-			if err != nil {
-				// Not an AMQP 1.0 message (a stream client may publish
-				// anything): deliver the bytes as they are.
-				m = amqp10.Message{Body: data}
-			}
-			if m.Props.Headers == nil {
-				m.Props.Headers = wire.Table{}
-			}
-			m.Props.Headers["x-stream-offset"] = int64(off)
-			propBuf = m.Props.Append(propBuf[:0])
-			msg := &message.Message{
-				Exchange:   m.Exchange,
-				RoutingKey: m.RoutingKey,
-				Props:      propBuf,
-				Body:       m.Body,
-				Persistent: true,
-				Timestamp:  ts.UnixNano(),
-			}
+			conv.convert(&msg, data, off)
+			msg.Persistent = true
+			msg.Timestamp = ts
 			if msg.Exchange == "" && msg.RoutingKey == "" {
 				msg.RoutingKey = s.info.Name
 			}
 			// The consumer copies the message into its connection's output
-			// during Deliver: msg aliases the reader's buffer.
-			d := Delivery{Msg: msg, Queue: s, Seq: off}
+			// during Deliver: msg, its properties and body are reused.
+			d := Delivery{Msg: &msg, Queue: s, Seq: off}
 			for !sc.c.Deliver(d) {
 				select {
 				case <-sc.wake:
@@ -251,6 +240,79 @@ func (sc *streamConsumer) run(ctx context.Context, r *streamlog.Reader) {
 			}
 		}
 	}
+}
+
+// streamConverter turns stored AMQP 1.0 messages into AMQP 0.9.1 ones for
+// one consumer. Messages from one publisher usually differ only in their
+// body: when the bytes before the body are those of the previous message,
+// the previous properties are reused with the new x-stream-offset patched
+// in, and nothing is decoded.
+type streamConverter struct {
+	m      amqp10.Message
+	prefix []byte // the previous message's bytes before its body (nil: no reuse)
+	props  []byte
+	offPos int // where x-stream-offset's value is in props
+}
+
+func (c *streamConverter) convert(msg *message.Message, data []byte, off uint64) {
+	if c.prefix != nil && len(data) > len(c.prefix) && bytes.Equal(data[:len(c.prefix)], c.prefix) {
+		if body, ok := amqp10.DataBody(data[len(c.prefix):]); ok {
+			binary.BigEndian.PutUint64(c.props[c.offPos:], off)
+			*msg = message.Message{Exchange: c.m.Exchange, RoutingKey: c.m.RoutingKey, Props: c.props, Body: body}
+			return
+		}
+	}
+	if err := amqp10.DecodeInto(&c.m, data); err != nil {
+		// Not an AMQP 1.0 message (a stream client may publish anything):
+		// deliver the bytes as they are.
+		c.m = amqp10.Message{Body: data, BodyAt: -1}
+	}
+	c.props, c.offPos = appendPropsWithOffset(c.props[:0], &c.m.Props, off)
+	c.prefix = c.prefix[:0]
+	if c.m.BodyAt >= 0 {
+		c.prefix = append(c.prefix, data[:c.m.BodyAt]...)
+	} else {
+		c.prefix = nil
+	}
+	*msg = message.Message{Exchange: c.m.Exchange, RoutingKey: c.m.RoutingKey, Props: c.props, Body: c.m.Body}
+}
+
+const streamOffsetHeader = "x-stream-offset"
+
+// appendPropsWithOffset encodes p with the header x-stream-offset (a long,
+// as RabbitMQ adds it) last in the headers table, and returns where its
+// value is.
+func appendPropsWithOffset(b []byte, p *wire.Properties, off uint64) ([]byte, int) {
+	hdrs := p.Headers
+	p.Headers = nil
+	raw := p.Append(nil)
+	p.Headers = hdrs
+	flags := uint16(raw[0])<<8 | uint16(raw[1]) | wire.FlagHeaders
+	// Headers come after content-type and content-encoding.
+	pos := 2
+	if flags&wire.FlagContentType != 0 {
+		pos += 1 + int(raw[pos])
+	}
+	if flags&wire.FlagContentEncoding != 0 {
+		pos += 1 + int(raw[pos])
+	}
+	b = append(b, byte(flags>>8), byte(flags))
+	b = append(b, raw[2:pos]...)
+	tstart := len(b)
+	b = append(b, 0, 0, 0, 0)
+	if len(hdrs) > 0 {
+		delete(hdrs, streamOffsetHeader)
+		t := wire.AppendTable(nil, hdrs)
+		b = append(b, t[4:]...)
+	}
+	b = append(b, byte(len(streamOffsetHeader)))
+	b = append(b, streamOffsetHeader...)
+	b = append(b, 'l')
+	offPos := len(b)
+	b = binary.BigEndian.AppendUint64(b, off)
+	binary.BigEndian.PutUint32(b[tstart:], uint32(len(b)-tstart-4))
+	b = append(b, raw[pos:]...)
+	return b, offPos
 }
 
 // Cancel implements Queue: the consumer's goroutine stops.

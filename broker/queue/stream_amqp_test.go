@@ -318,3 +318,66 @@ func TestStreamAMQPToStreamClient(t *testing.T) {
 		}
 	}
 }
+
+// Messages published by the stream protocol's official client reach AMQP
+// 0.9.1 consumers with their body, properties and application properties.
+func TestStreamClientToAMQP(t *testing.T) {
+	n := brokertest.Start(t)
+	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(n.StreamURI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	if err := env.DeclareStream("s7", nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := env.NewProducer("s7", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	confirmed := make(chan int, 100)
+	go func() {
+		for cs := range p.NotifyPublishConfirmation() {
+			for _, c := range cs {
+				if c.IsConfirmed() {
+					confirmed <- 1
+				}
+			}
+		}
+	}()
+	const total = 100
+	for i := 0; i < total; i++ {
+		m := streamamqp.NewMessage([]byte(fmt.Sprintf("from-stream-%d", i)))
+		m.Properties = &streamamqp.MessageProperties{ContentType: "text/plain"}
+		m.ApplicationProperties = map[string]interface{}{"n": int32(i % 3)}
+		if err := p.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < total; i++ {
+		select {
+		case <-confirmed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d confirms", i)
+		}
+	}
+	p.Close()
+	ch := n.Channel(t)
+	ch.Qos(50, 0, false)
+	ds, err := ch.Consume("s7", "", false, false, false, false, amqp.Table{"x-stream-offset": "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < total; i++ {
+		select {
+		case d := <-ds:
+			if string(d.Body) != fmt.Sprintf("from-stream-%d", i) || d.ContentType != "text/plain" ||
+				fmt.Sprint(d.Headers["n"]) != fmt.Sprint(i%3) || d.Headers["x-stream-offset"] != int64(i) || d.RoutingKey != "s7" {
+				t.Fatalf("message %d: %q %q headers %v key %q", i, d.Body, d.ContentType, d.Headers, d.RoutingKey)
+			}
+			d.Ack(false)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("got %d of %d", i, total)
+		}
+	}
+}

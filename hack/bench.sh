@@ -144,36 +144,47 @@ run_backlog() {
   log "$broker backlog $n pass $pass: fill $fill msg/s, drain $drain msg/s"
 }
 
-bench_broker() {
-  local broker=$1 dir=/tmp/warren-bench-$1
-  for pass in $(seq 1 "$PASSES"); do
-    for sc in $ORDER; do
-      want "$sc" || continue
-      "start_$broker" "$dir"; rss_watch "$BROKER_PID" "$OUT/rss-$broker-$sc" &
-      run_timed "$broker" "$sc" "$pass"
-      "stop_$broker"
-    done
-    if want backlog; then
-      "start_$broker" "$dir"; rss_watch "$BROKER_PID" "$OUT/rss-$broker-backlog" &
-      run_backlog "$broker" "$pass" "$BACKLOG"
-      "stop_$broker"
-      printf '%s\tbacklog-peak-rss-kib\t%s\t%s\t-\t-\n' "$broker" "$pass" "$(cat "$OUT/rss-$broker-backlog" 2>/dev/null || echo 0)" >> "$RESULTS"
-    fi
-  done
-  if [ "$broker" = warren ] && [ "${BENCH_BIG:-0}" = 1 ]; then
-    "start_$broker" "$dir"; rss_watch "$BROKER_PID" "$OUT/rss-warren-big" &
-    run_backlog warren 1 10000000
-    stop_warren
-    printf 'warren\tbacklog-peak-rss-kib-10M\t1\t%s\t-\t-\n' "$(cat "$OUT/rss-warren-big")" >> "$RESULTS"
-  fi
+# run_scenario BROKER SCENARIO PASS: one timed scenario on a fresh broker.
+run_scenario() {
+  local broker=$1 sc=$2 pass=$3 dir=/tmp/warren-bench-$1
+  "start_$broker" "$dir"; rss_watch "$BROKER_PID" "$OUT/rss-$broker-$sc" &
+  run_timed "$broker" "$sc" "$pass"
+  "stop_$broker"
 }
 
-install_deps
+# run_backlog_scenario BROKER PASS: the backlog on a fresh broker, with peak RSS.
+run_backlog_scenario() {
+  local broker=$1 pass=$2 dir=/tmp/warren-bench-$1
+  "start_$broker" "$dir"; rss_watch "$BROKER_PID" "$OUT/rss-$broker-backlog" &
+  run_backlog "$broker" "$pass" "$BACKLOG"
+  "stop_$broker"
+  printf '%s\tbacklog-peak-rss-kib\t%s\t%s\t-\t-\n' "$broker" "$pass" "$(cat "$OUT/rss-$broker-backlog" 2>/dev/null || echo 0)" >> "$RESULTS"
+}
+
 case "$BROKERS" in
-  both) bench_broker warren; bench_broker rabbitmq ;;
-  warren|rabbitmq) bench_broker "$BROKERS" ;;
+  both) BROKER_LIST="warren rabbitmq" ;;
+  warren|rabbitmq) BROKER_LIST=$BROKERS ;;
   *) echo "BENCH_BROKERS must be warren, rabbitmq or both" >&2; exit 2 ;;
 esac
+
+install_deps
+# The brokers take turns on each scenario, so a change in the machine's
+# background load during the run falls on both rather than on one.
+for pass in $(seq 1 "$PASSES"); do
+  for sc in $ORDER; do
+    want "$sc" || continue
+    for broker in $BROKER_LIST; do run_scenario "$broker" "$sc" "$pass"; done
+  done
+  if want backlog; then
+    for broker in $BROKER_LIST; do run_backlog_scenario "$broker" "$pass"; done
+  fi
+done
+if [[ " $BROKER_LIST " == *" warren "* ]] && [ "${BENCH_BIG:-0}" = 1 ]; then
+  start_warren /tmp/warren-bench-warren; rss_watch "$BROKER_PID" "$OUT/rss-warren-big" &
+  run_backlog warren 1 10000000
+  stop_warren
+  printf 'warren\tbacklog-peak-rss-kib-10M\t1\t%s\t-\t-\n' "$(cat "$OUT/rss-warren-big")" >> "$RESULTS"
+fi
 
 table=$(python3 "$ROOT/hack/bench/table.py" "$RESULTS" \
   --machine "$(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -r)" \

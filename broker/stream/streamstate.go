@@ -34,6 +34,20 @@ type streamState struct {
 	dead      bool
 }
 
+// A publishing connection flushes its streams when its socket runs dry,
+// or as soon as a stream's batch reaches these bounds, so that a publisher
+// that never lets the socket run dry still gets chunks (and confirms) of a
+// useful size.
+const (
+	flushEntries = 4096
+	flushBytes   = 1 << 20
+)
+
+// full reports whether the batch should be flushed now.
+func (st *streamState) fullLocked() bool {
+	return st.batch.Entries() >= flushEntries || st.batch.DataLen() >= flushBytes
+}
+
 // confirmRec is the publishing ids of one publisher in one chunk.
 type confirmRec struct {
 	c   *conn
@@ -154,6 +168,9 @@ func (st *streamState) add(c *conn, p *publisher, msgs []proto.PublishedMessage,
 	if p.ref != "" && last >= 0 {
 		st.seqs[p.ref] = last
 		st.batchSeqs[p.ref] = uint64(last)
+	}
+	if st.fullLocked() {
+		st.flushLocked()
 	}
 	return dups, nil
 }

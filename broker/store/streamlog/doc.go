@@ -57,7 +57,8 @@
 // offsets (AMQP consumers of streams).
 //
 // Retention (MaxBytes, MaxAge) removes whole segments, oldest first,
-// never the active one; it runs at every roll and on ApplyRetention.
+// never the active one; it runs at every roll, on ApplyRetention and, with
+// MaxAge, on a timer (a tenth of MaxAge, between 1 s and 1 min).
 // Readers that still hold a removed file finish it; new reads start at
 // the first remaining segment.
 //
@@ -70,6 +71,9 @@
 // A chunk confirmed durable was fsynced whole, so it always survives; a
 // torn chunk was never confirmed nor read. Tracking state is replayed from
 // the last segment that opens with a snapshot.
+//
+// A Log holds an flock on its directory's "lock" file: a second Open of
+// the same directory fails instead of corrupting it.
 //
 // Concurrency: Log is safe for concurrent use (appends serialize on its
 // mutex; the write syscall happens under it). A Reader and a Batch belong

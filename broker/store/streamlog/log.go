@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -136,6 +137,9 @@ type Log struct {
 	wake     chan struct{}
 	stopped  chan struct{}
 
+	lock      *os.File // flock'ed: one Log per directory
+	stopRet   chan struct{}
+
 	spareIdx  []byte
 	sparePend []pending
 	wbuf      []byte // scratch: chunks of batches without entries
@@ -160,11 +164,21 @@ func Open(dir string, opts Options) (*Log, error) {
 		wake:    make(chan struct{}, 1),
 		stopped: make(chan struct{}),
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	l.lock = lock
 	if err := l.recover(); err != nil {
 		l.closeFiles()
+		lock.Close()
 		return nil, fmt.Errorf("streamlog: open %s: %w", dir, err)
 	}
 	go l.syncLoop()
+	if opts.MaxAge > 0 {
+		l.stopRet = make(chan struct{})
+		go l.retentionLoop(min(max(opts.MaxAge/10, time.Second), time.Minute))
+	}
 	return l, nil
 }
 
@@ -387,6 +401,9 @@ func (l *Log) Close() error {
 	default:
 	}
 	<-l.stopped
+	if l.stopRet != nil {
+		close(l.stopRet)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	err := l.failed
@@ -395,7 +412,37 @@ func (l *Log) Close() error {
 	if cerr := l.closeFiles(); err == nil {
 		err = cerr
 	}
+	l.lock.Close() // releases the flock
 	return err
+}
+
+// retentionLoop applies age retention periodically, for logs that stop
+// growing (retention otherwise runs when a segment is rolled).
+func (l *Log) retentionLoop(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			l.ApplyRetention()
+		case <-l.stopRet:
+			return
+		}
+	}
+}
+
+// lockDir takes an exclusive flock on dir's lock file: two Logs on one
+// directory would corrupt it.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("streamlog: lock %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("streamlog: %s is already open: %w", dir, err)
+	}
+	return f, nil
 }
 
 // Delete closes the log and removes its directory.

@@ -130,3 +130,32 @@ func TestReaderSurvivesRetention(t *testing.T) {
 		t.Fatalf("reader ended at %d after %d chunks", last, n)
 	}
 }
+
+// A log that stops growing still ages out: retention runs on a timer too.
+func TestAgeRetentionWithoutAppends(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{MaxSegmentBytes: 1000, MaxAge: time.Second})
+	defer l.Close()
+	appendChunks(t, l, 0, 30, 1, 100)
+	if st := l.Stats(); st.Segments < 3 {
+		t.Fatalf("segments %d", st.Segments)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for l.Stats().Segments > 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("old segments still there: %+v", l.Stats())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestOpenTwiceRefused(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{})
+	if _, err := Open(dir, Options{}); err == nil {
+		t.Fatal("second Open of the same directory succeeded")
+	}
+	l.Close()
+	l = openLog(t, dir, Options{})
+	l.Close()
+}

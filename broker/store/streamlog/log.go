@@ -137,8 +137,8 @@ type Log struct {
 	wake     chan struct{}
 	stopped  chan struct{}
 
-	lock      *os.File // flock'ed: one Log per directory
-	stopRet   chan struct{}
+	lock    *os.File // flock'ed: one Log per directory
+	stopRet chan struct{}
 
 	spareIdx  []byte
 	sparePend []pending

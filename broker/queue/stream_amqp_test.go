@@ -336,8 +336,9 @@ func TestStreamClientToAMQP(t *testing.T) {
 		t.Fatal(err)
 	}
 	confirmed := make(chan int, 100)
+	confirms := p.NotifyPublishConfirmation()
 	go func() {
-		for cs := range p.NotifyPublishConfirmation() {
+		for cs := range confirms {
 			for _, c := range cs {
 				if c.IsConfirmed() {
 					confirmed <- 1

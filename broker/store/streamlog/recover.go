@@ -226,7 +226,8 @@ func (l *Log) recoverActive(base uint64) (*segment, error) {
 	}
 	if st.Size() < FileHeaderSize {
 		// Torn while being created: write the header again.
-		if err := f.Truncate(0); err == nil {
+		err := f.Truncate(0)
+		if err == nil {
 			_, err = f.WriteAt(fileHeader(segmentMagic), 0)
 		}
 		if err != nil {

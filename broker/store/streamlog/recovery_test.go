@@ -253,3 +253,22 @@ func segmentBases(t *testing.T, dir string) []uint64 {
 	}
 	return out
 }
+
+// A segment file torn while being created (shorter than its header) is
+// repaired, whether it is the only one or follows others.
+func TestTornSegmentHeader(t *testing.T) {
+	for _, size := range []int{0, 3, FileHeaderSize - 1} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, segName(0)), []byte("OSIL\x00\x00\x00\x01")[:size], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l := openLog(t, dir, Options{})
+		appendChunks(t, l, 0, 3, 1, 10)
+		l.Close()
+		l = openLog(t, dir, Options{})
+		if _, seqs := readAll(t, l, OffsetSpec{Kind: OffsetFirst}, ReaderOptions{}); len(seqs) != 3 {
+			t.Fatalf("size %d: read %d records", size, len(seqs))
+		}
+		l.Close()
+	}
+}

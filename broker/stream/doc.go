@@ -1,0 +1,83 @@
+// Package stream is Warren's RabbitMQ stream protocol server (port 5552):
+// the connection state machine, publishing into streams and delivering
+// from them, on top of the codec in the proto subpackage and the stream
+// log in broker/store/streamlog. It works with the unmodified official
+// clients (rabbitmq-stream-go-client, the Java stream client).
+//
+// Streams are queues of type stream in a vhost (queue.Stream, created by
+// create stream or by an AMQP queue.declare with x-queue-type stream):
+// durable metadata in broker/meta, so they survive restart, and one log
+// directory each. The server keeps per-stream state (streamState) shared
+// by its connections: the batch being filled, de-duplication sequences,
+// single-active-consumer groups, and the connections to tell (metadata
+// update) when the stream is deleted, whoever deletes it.
+//
+// Connection: a reader goroutine decodes frames and runs commands in
+// order; a writer goroutine (output) drains the connection's output
+// buffer with one write per batch, flushing when the buffer runs dry. The
+// handshake is peer properties, SASL (PLAIN against broker/meta's users),
+// tune (frame max and heartbeat: the smaller non-zero value), open (vhost
+// and permissions); every other command needs an open connection.
+// Permissions follow RabbitMQ: configure to create or delete streams and
+// super streams, write to declare a publisher, read to subscribe, store
+// and query offsets and publisher sequences.
+//
+// Publishing: publish frames are decoded without allocation and their
+// entries (simple messages and sub-entry batches, unchanged) added to the
+// stream's batch; the batch is appended as one chunk when the publishing
+// connection's socket runs dry or the batch reaches 4096 entries or 1 MiB,
+// so one chunk aggregates what every publisher sent meanwhile. Append does
+// not wait for the disk: the log's group commit calls back once the chunk
+// is fsynced, and only then do publish confirms go out, one frame per
+// publisher per chunk carrying all its publishing ids. A publisher with a
+// reference is de-duplicated: a publishing id at or below the last one
+// accepted for that reference on that stream is confirmed without being
+// stored again. The last id goes into the chunk's trailer (osiris tracking),
+// so query publisher sequence and de-duplication survive restarts.
+//
+// Consuming: each subscription has a delivery goroutine with a log reader
+// (offset specs first, last, next, offset, timestamp; the vhost's
+// read-ahead setting). It sends one chunk per credit, header and data as
+// stored (deliver v1, or v2 with the committed chunk id once the client
+// has exchanged command versions saying it takes v2), and waits while the
+// connection's output holds more than 4 MiB. Clients skip records before
+// the offset they asked for, as with RabbitMQ. Stored offsets are tracking
+// records in the stream (store offset has no response; query offset
+// answers no-offset until one is stored).
+//
+// Single active consumer: subscriptions with single-active-consumer=true
+// and the same name on a stream form a group; one is active (the first,
+// or for a super stream partition the member at partition index modulo
+// group size). It is told with consumer update and starts delivering from
+// the offset its client answers; when it leaves, or the group changes its
+// choice, the previous one is told it is inactive and the next one active.
+//
+// Super streams are a direct exchange with argument x-super-stream bound
+// to each partition stream with its binding key and
+// x-stream-partition-order, as RabbitMQ declares them; route resolves a
+// routing key through the exchange, partitions lists bindings in order.
+//
+// Not done: filter values of publish v2 are accepted but not stored (no
+// bloom filter in chunks), so a filtering consumer gets every chunk and
+// its client-side post-filter does the filtering; chunks go to the socket
+// by copy, not sendfile. Everything runs on one node: metadata lists this
+// node (advertised host and port from config, else the listener's) as
+// leader of every stream, without replicas.
+//
+// Bad input: a malformed frame, a frame over the negotiated maximum or a
+// command out of place gets a close with the protocol's code (unknown
+// frame, frame too large) and ends that connection only; an unknown
+// command that carries a correlation id is answered with unknown frame and
+// the connection stays open. Decoding never panics (FuzzDecode).
+//
+// Lock order: streamState.mu, then conn.mu, then output.mu; subscription.mu
+// is taken alone; the log's mutex is a leaf. Durability callbacks run on
+// the log's syncer goroutine and only append to outputs.
+//
+// Note on loopback benchmarks: the Go client sets 8 KiB socket buffers by
+// default; with loopback's 64 KiB MSS that triggers TCP's small-window and
+// delayed-ACK stalls (tens of milliseconds per window) and caps
+// throughput at a few thousand messages per second. On real networks
+// (1500-byte MTU) it does not occur; benchmarks give the client 1 MiB
+// buffers (SetReadBuffer/SetWriteBuffer).
+package stream

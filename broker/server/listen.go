@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/warrenmq/warren/broker/stream"
 )
 
 // Listener names for Addr.
@@ -78,7 +80,11 @@ func (b *Broker) serve(fn func() error, name string) {
 }
 
 func (b *Broker) listen(name, addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
+	listen := func(_ context.Context, addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+	if name == ListenerStream {
+		listen = stream.Listen
+	}
+	ln, err := listen(context.Background(), addr)
 	if err != nil {
 		return nil, fmt.Errorf("server: listen %s on %s: %w", name, addr, err)
 	}

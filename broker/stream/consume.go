@@ -109,7 +109,7 @@ func (s *subscription) start(spec proto.OffsetSpec) {
 		return
 	}
 	ra := s.c.srv.reg.readAhead(s.c.vh)
-	r, err := s.st.log.NewReader(toLogSpec(spec), streamlog.ReaderOptions{ReadAhead: ra})
+	r, err := s.st.log.NewReader(toLogSpec(spec), streamlog.ReaderOptions{ReadAhead: ra, FileSections: true})
 	if err != nil {
 		s.c.srv.log.Warn("stream: open reader", "stream", s.st.name, "err", err)
 		return
@@ -161,6 +161,7 @@ func (s *subscription) deliverLoop(ctx context.Context, r *streamlog.Reader, don
 	defer close(done)
 	defer r.Close()
 	c := s.c
+	var scratch []byte
 	for {
 		for s.credit.Load() <= 0 {
 			select {
@@ -187,16 +188,38 @@ func (s *subscription) deliverLoop(ctx context.Context, r *streamlog.Reader, don
 				committed = uint64(id)
 			}
 		}
-		wire := ch.Wire()
-		ok := c.out.appendFn(func(b []byte) []byte {
-			if wire != nil {
-				b = proto.AppendDeliverHeader(b, ver, s.id, committed, len(wire))
-				return append(b, wire...)
+		var ok bool
+		switch {
+		case ch.InMemory():
+			ok = s.sendInMemory(ch, ver, committed)
+		case int64(ch.Header.DataLen) < sendfileMin:
+			// A mid-size chunk the reader did not read ahead: one pread
+			// into a scratch buffer costs less than waiting for sendfile.
+			f, off, n := ch.DataSection()
+			if int64(cap(scratch)) < n {
+				scratch = make([]byte, n)
 			}
-			hdr, data := ch.HeaderBytes(), ch.Data()
-			b = proto.AppendDeliverHeader(b, ver, s.id, committed, len(hdr)+len(data))
-			return append(append(b, hdr...), data...)
-		})
+			scratch = scratch[:n]
+			if _, err := f.ReadAt(scratch, off); err != nil {
+				c.srv.log.Warn("stream: read chunk data", "stream", s.st.name, "err", err)
+				return
+			}
+			hdr := ch.HeaderBytes()
+			ok = c.out.appendFn(func(b []byte) []byte {
+				b = proto.AppendDeliverHeader(b, ver, s.id, committed, len(hdr)+len(scratch))
+				return append(append(b, hdr...), scratch...)
+			})
+		default:
+			// A large chunk: header through the buffer, data by sendfile.
+			// The file stays valid until the next read, so wait for it.
+			f, off, n := ch.DataSection()
+			hdr := ch.HeaderBytes()
+			done := c.out.appendSection(func(b []byte) []byte {
+				b = proto.AppendDeliverHeader(b, ver, s.id, committed, len(hdr)+int(n))
+				return append(b, hdr...)
+			}, f, off, n)
+			ok = done != nil && <-done == nil
+		}
 		if !ok {
 			return
 		}
@@ -204,6 +227,24 @@ func (s *subscription) deliverLoop(ctx context.Context, r *streamlog.Reader, don
 		c.srv.Counters.ChunksDelivered.Add(1)
 		c.srv.Counters.Delivered.Add(uint64(ch.Header.NumRecords))
 	}
+}
+
+// sendfileMin is the data size from which a chunk not in memory goes to
+// the socket with sendfile rather than a read and a copy.
+const sendfileMin = 64 << 10
+
+func (s *subscription) sendInMemory(ch *streamlog.Chunk, ver uint16, committed uint64) bool {
+	if wire := ch.Wire(); wire != nil {
+		return s.c.out.appendFn(func(b []byte) []byte {
+			b = proto.AppendDeliverHeader(b, ver, s.id, committed, len(wire))
+			return append(b, wire...)
+		})
+	}
+	hdr, data := ch.HeaderBytes(), ch.Data()
+	return s.c.out.appendFn(func(b []byte) []byte {
+		b = proto.AppendDeliverHeader(b, ver, s.id, committed, len(hdr)+len(data))
+		return append(append(b, hdr...), data...)
+	})
 }
 
 func (c *conn) credit(m *proto.Credit) {

@@ -59,8 +59,7 @@
 //
 // Not done: filter values of publish v2 are accepted but not stored (no
 // bloom filter in chunks), so a filtering consumer gets every chunk and
-// its client-side post-filter does the filtering; chunks go to the socket
-// by copy, not sendfile. Everything runs on one node: metadata lists this
+// its client-side post-filter does the filtering. Everything runs on one node: metadata lists this
 // node (advertised host and port from config, else the listener's) as
 // leader of every stream, without replicas.
 //
@@ -74,10 +73,13 @@
 // is taken alone; the log's mutex is a leaf. Durability callbacks run on
 // the log's syncer goroutine and only append to outputs.
 //
-// Note on loopback benchmarks: the Go client sets 8 KiB socket buffers by
-// default; with loopback's 64 KiB MSS that triggers TCP's small-window and
-// delayed-ACK stalls (tens of milliseconds per window) and caps
-// throughput at a few thousand messages per second. On real networks
-// (1500-byte MTU) it does not occur; benchmarks give the client 1 MiB
-// buffers (SetReadBuffer/SetWriteBuffer).
+// Large chunks (64 KiB of data or more) that the reader did not read
+// ahead go to the socket with sendfile: the header through the output
+// buffer, the data spliced in by the writer; mid-size ones are read with
+// one pread into a scratch buffer.
+//
+// The listener asks for a TCP MSS of 8 KiB (ListenMSS): on loopback the
+// Go client's default 8 KiB socket buffers otherwise stall every window
+// (silly-window avoidance, delayed ACKs) down to a few thousand messages
+// per second.
 package stream

@@ -2,7 +2,10 @@ package stream
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -17,6 +20,7 @@ type output struct {
 	mu      sync.Mutex
 	buf     []byte
 	spare   []byte
+	secs    []section // file sections to send after buf[:at]
 	wake    chan struct{}
 	drained chan struct{} // closed when the writer takes the buffer
 	closed  bool
@@ -49,6 +53,35 @@ func (o *output) appendFn(fn func([]byte) []byte) bool {
 	o.mu.Unlock()
 	o.kick()
 	return true
+}
+
+// section is a piece of a file sent with sendfile at position at of the
+// buffer; done receives the outcome (the caller keeps the file open
+// until then).
+type section struct {
+	at   int
+	f    *os.File
+	off  int64
+	n    int64
+	done chan error
+}
+
+var errOutputClosed = errors.New("stream: connection output closed")
+
+// appendSection queues fn's bytes followed by n bytes of f from off. The
+// returned channel gets the outcome; nil when the output is closed.
+func (o *output) appendSection(fn func([]byte) []byte, f *os.File, off, n int64) chan error {
+	done := make(chan error, 1)
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return nil
+	}
+	o.buf = fn(o.buf)
+	o.secs = append(o.secs, section{at: len(o.buf), f: f, off: off, n: n, done: done})
+	o.mu.Unlock()
+	o.kick()
+	return done
 }
 
 // send queues one encoded command.
@@ -94,7 +127,12 @@ func (o *output) close() {
 		o.closed = true
 		close(o.drained)
 	}
+	secs := o.secs
+	o.secs = nil
 	o.mu.Unlock()
+	for _, s := range secs {
+		s.done <- errOutputClosed
+	}
 	o.kick()
 }
 
@@ -120,15 +158,15 @@ func (o *output) run(nc net.Conn, heartbeat func() time.Duration) error {
 			o.mu.Unlock()
 			return nil
 		}
-		b := o.buf
-		o.buf = o.spare[:0]
+		b, secs := o.buf, o.secs
+		o.buf, o.secs = o.spare[:0], nil
 		closeAfter := o.closeAfter
 		close(o.drained)
 		o.drained = make(chan struct{})
 		o.mu.Unlock()
 		if len(b) > 0 {
 			_ = nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-			if _, err := nc.Write(b); err != nil {
+			if err := writeWithSections(nc, b, secs); err != nil {
 				o.close()
 				return err
 			}
@@ -144,4 +182,53 @@ func (o *output) run(nc net.Conn, heartbeat func() time.Duration) error {
 			return nil
 		}
 	}
+}
+
+// writeWithSections writes b with the file sections spliced in at their
+// positions (sendfile for TCP connections), telling each section's owner
+// when it is sent.
+func writeWithSections(nc net.Conn, b []byte, secs []section) error {
+	pos := 0
+	for i, s := range secs {
+		if _, err := nc.Write(b[pos:s.at]); err != nil {
+			failSections(secs[i:], err)
+			return err
+		}
+		pos = s.at
+		err := sendSection(nc, s)
+		s.done <- err
+		if err != nil {
+			failSections(secs[i+1:], err)
+			return err
+		}
+	}
+	_, err := nc.Write(b[pos:])
+	return err
+}
+
+func failSections(secs []section, err error) {
+	for _, s := range secs {
+		s.done <- err
+	}
+}
+
+// sendSection sends n bytes of f from off: sendfile(2) when nc is a TCP
+// connection (ReadFrom of a LimitedReader over an *os.File), a copy
+// otherwise.
+func sendSection(nc net.Conn, s section) error {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		if _, err := s.f.Seek(s.off, io.SeekStart); err != nil {
+			return err
+		}
+		n, err := tc.ReadFrom(io.LimitReader(s.f, s.n))
+		if err == nil && n != s.n {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	n, err := io.Copy(nc, io.NewSectionReader(s.f, s.off, s.n))
+	if err == nil && n != s.n {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
 }

@@ -9,19 +9,16 @@ import (
 )
 
 // registry holds the server's state per open stream, keyed by the stream
-// queue (a stream deleted and declared again gets new state), and the
-// read-ahead setting per vhost.
+// queue (a stream deleted and declared again gets new state).
 type registry struct {
 	srv *Server
 	mu  sync.Mutex
 	m   map[*queue.Stream]*streamState
-	ra  map[*vhost.Vhost]*streamlog.ReadAhead
 }
 
 func (r *registry) init(s *Server) {
 	r.srv = s
 	r.m = map[*queue.Stream]*streamState{}
-	r.ra = map[*vhost.Vhost]*streamlog.ReadAhead{}
 }
 
 // get returns the state of a stream, creating it (and its deletion
@@ -44,19 +41,10 @@ func (r *registry) get(vh *vhost.Vhost, name string, q *queue.Stream) *streamSta
 	return st
 }
 
-// readAhead returns the vhost's read-ahead setting, refreshed from its
-// current storage settings (readers consult it at every read).
+// readAhead returns the vhost's read-ahead setting (shared by its stream
+// readers, changed at runtime by the vhost).
 func (r *registry) readAhead(vh *vhost.Vhost) *streamlog.ReadAhead {
-	s := vh.Settings()
-	r.mu.Lock()
-	ra, ok := r.ra[vh]
-	if !ok {
-		ra = streamlog.NewReadAhead(s.StreamReadAhead, s.StreamReadAheadLimit)
-		r.ra[vh] = ra
-	}
-	r.mu.Unlock()
-	ra.Set(s.StreamReadAhead, s.StreamReadAheadLimit)
-	return ra
+	return vh.StreamReadAhead()
 }
 
 // stopAll flushes every stream's pending batch (server shutdown).

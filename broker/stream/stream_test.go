@@ -1,11 +1,15 @@
 package stream_test
 
 import (
+	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/message"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 
 	"github.com/warrenmq/warren/broker/brokertest"
@@ -41,5 +45,45 @@ func TestDeclarePublishConsume(t *testing.T) {
 	}
 	if err := e.DeleteStream("orders"); !errors.Is(err, stream.StreamDoesNotExist) {
 		t.Fatalf("delete missing: %v, want StreamDoesNotExist", err)
+	}
+}
+
+// TestLargeChunks: chunks of every size class reach the consumer intact:
+// read ahead (small), read into memory (mid-size) and sent with sendfile
+// (64 KiB and more), with read-ahead on and off.
+func TestLargeChunks(t *testing.T) {
+	n := brokertest.Start(t)
+	e := env(t, n)
+	must(t, e.DeclareStream("big", nil))
+	p, err := e.NewProducer("big", nil)
+	must(t, err)
+	confirms := p.NotifyPublishConfirmation()
+	var want []string
+	for _, size := range []int{10, 3000, 30000, 200000, 10} {
+		var batch []message.StreamMessage
+		for i := range 5 {
+			body := strings.Repeat(string(rune('a'+i)), size)
+			want = append(want, body)
+			batch = append(batch, amqp.NewMessage([]byte(body)))
+		}
+		must(t, p.BatchSend(batch))
+		for got := 0; got < 5; {
+			got += len(<-confirms)
+		}
+	}
+	must(t, p.Close())
+	for _, readAhead := range []bool{true, false} {
+		vh, _ := n.Vhost("/")
+		mv, _ := n.Meta().Vhost("/")
+		mv.Storage.StreamReadAhead = &readAhead
+		vh.UpdateSettings(context.Background(), mv)
+		col := newCollector()
+		c, err := e.NewConsumer("big", col.handle, stream.NewConsumerOptions().SetOffset(stream.OffsetSpecification{}.First()).SetCRCCheck(true))
+		must(t, err)
+		got := col.wait(t, len(want))
+		must(t, c.Close())
+		if !slices.Equal(got, want) {
+			t.Fatalf("read-ahead %v: consumed messages differ", readAhead)
+		}
 	}
 }

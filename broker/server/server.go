@@ -261,6 +261,17 @@ func (b *Broker) Authenticate(user, password string, remote net.Addr) error {
 	return nil
 }
 
+// LoopbackOnly implements stream.LoopbackOnly: users in
+// auth.loopback_users may only connect over loopback.
+func (b *Broker) LoopbackOnly(user string) bool {
+	for _, lu := range b.cfg.Auth.LoopbackUsers {
+		if lu == user {
+			return true
+		}
+	}
+	return false
+}
+
 func isLoopback(a net.Addr) bool {
 	switch a := a.(type) {
 	case *net.TCPAddr:

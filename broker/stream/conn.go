@@ -259,7 +259,11 @@ func (c *conn) handshake(cmd proto.Command) error {
 			return c.fail("malformed PLAIN response")
 		}
 		if err := c.srv.backend.Authenticate(user, pass, c.nc.RemoteAddr()); err != nil {
-			c.out.send(&proto.Response{For: proto.KeySaslAuthenticate, CorrelationID: m.CorrelationID, Code: proto.CodeAuthenticationFailure})
+			code := proto.CodeAuthenticationFailure
+			if lo, ok := c.srv.backend.(LoopbackOnly); ok && lo.LoopbackOnly(user) && !isLoopback(c.nc.RemoteAddr()) {
+				code = proto.CodeSaslAuthFailureLoopback
+			}
+			c.out.send(&proto.Response{For: proto.KeySaslAuthenticate, CorrelationID: m.CorrelationID, Code: code})
 			return c.fail("authentication failure for user %q", user)
 		}
 		c.user = user
@@ -310,6 +314,19 @@ func (c *conn) fail(format string, args ...any) error {
 	c.srv.log.Debug("stream: handshake refused", "remote", c.nc.RemoteAddr(), "reason", fmt.Sprintf(format, args...))
 	c.closing.Store(true)
 	return nil
+}
+
+// LoopbackOnly is optionally implemented by a Backend: whether a user may
+// only connect over loopback (refusals then get RabbitMQ's loopback code).
+type LoopbackOnly interface {
+	LoopbackOnly(user string) bool
+}
+
+func isLoopback(a net.Addr) bool {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.IP.IsLoopback()
+	}
+	return true
 }
 
 func negotiate(server, client uint32) uint32 {

@@ -256,3 +256,29 @@ func TestMalformedFrameClosesOnlyItsConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestHeartbeats: with a negotiated heartbeat the server sends heartbeats
+// on an idle connection.
+func TestHeartbeats(t *testing.T) {
+	n := brokertest.Start(t)
+	r := dialRaw(t, n)
+	r.send(&proto.SaslHandshake{CorrelationID: 1})
+	r.recv()
+	r.send(&proto.SaslAuthenticate{CorrelationID: 2, Mechanism: "PLAIN", Data: []byte("\x00guest\x00guest")})
+	r.recv()
+	tune := r.recv().(*proto.Tune)
+	if tune.Heartbeat != 60 || tune.FrameMax != 1<<20 {
+		t.Fatalf("server tune %+v", tune)
+	}
+	r.send(&proto.Tune{Response: true, FrameMax: 1 << 20, Heartbeat: 1})
+	r.send(&proto.Open{CorrelationID: 3, Vhost: "/"})
+	r.recv()
+	_ = r.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	body, err := proto.ReadFrame(r.br, nil, 0)
+	must(t, err)
+	if c, err := proto.Decode(body); err != nil {
+		t.Fatal(err)
+	} else if _, ok := c.(*proto.Heartbeat); !ok {
+		t.Fatalf("idle connection got %#v, want a heartbeat", c)
+	}
+}

@@ -151,23 +151,29 @@ func (b *Batch) seal(chunkID uint64, ts int64, epoch uint64) []byte {
 }
 
 // buildTracking appends a tracking chunk of type typ holding data to dst.
-// A tracking chunk has one entry and one record (it takes one offset, as in
-// osiris, so chunk ids stay unique).
+// A tracking delta has one entry and one record: it takes one offset, as in
+// osiris, so chunk ids stay unique. A snapshot, which opens every rolled
+// segment, has none, so that rolling leaves no gap in offsets; its id is
+// that of the chunk after it.
 func buildTracking(dst []byte, typ ChunkType, data []byte, chunkID uint64, ts int64, epoch uint64) []byte {
+	var n uint32 = 1
+	if typ == ChunkTrackingSnapshot {
+		n = 0
+	}
 	h := Header{
 		Type:       typ,
-		NumEntries: 1,
-		NumRecords: 1,
+		NumEntries: uint16(n),
+		NumRecords: n,
 		Timestamp:  ts,
 		Epoch:      epoch,
 		ChunkID:    chunkID,
 		CRC:        crc32.ChecksumIEEE(data),
 		DataLen:    uint32(len(data)),
 	}
-	n := len(dst)
+	at := len(dst)
 	dst = append(dst, make([]byte, HeaderSize)...)
-	h.put(dst[n:])
-	h.Check = headerCheck(dst[n:], nil)
-	h.put(dst[n:])
+	h.put(dst[at:])
+	h.Check = headerCheck(dst[at:], nil)
+	h.put(dst[at:])
 	return append(dst, data...)
 }

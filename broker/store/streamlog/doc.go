@@ -26,12 +26,15 @@
 // Chunk types: user (0) carries messages, and in its trailer the last
 // publishing id of each named publisher in it (publisher de-duplication);
 // tracking delta (1) carries consumer offsets (store offset); tracking
-// snapshot (2) opens each new segment with the whole tracking state so
-// retention never loses it. Tracking records are osiris's:
+// snapshot (2) opens every rolled segment with the whole tracking state
+// (even when empty), so retention never loses it and recovery reads no
+// further back than the last segment. Tracking records are osiris's:
 // type(1) ref length(1) ref, then chunk id(8) and sequence(8) for
-// publishers (type 0) or offset(8) for consumers (type 1). A tracking chunk
-// holds one record count, so it takes one offset and chunk ids stay unique
-// (consumers may see gaps in offsets, as with RabbitMQ).
+// publishers (type 0) or offset(8) for consumers (type 1). A delta holds
+// one record count, so it takes one offset and chunk ids stay unique
+// (consumers may see gaps in offsets, as with RabbitMQ); a snapshot holds
+// none and shares its id with the chunk after it, so rolling a segment
+// leaves no gap.
 //
 // Writing: a Batch collects what one or several publishers sent in one
 // write interval; Log.Append writes it as one chunk with one write

@@ -157,7 +157,7 @@ func ParseHeader(b []byte) (Header, error) {
 	if h.Type > ChunkTrackingSnapshot {
 		return Header{}, fmt.Errorf("%w: unknown chunk type %d", ErrCorrupt, h.Type)
 	}
-	if h.NumRecords == 0 {
+	if h.NumRecords == 0 && h.Type != ChunkTrackingSnapshot {
 		return Header{}, fmt.Errorf("%w: chunk %d without records", ErrCorrupt, h.ChunkID)
 	}
 	if uint32(h.NumEntries) > h.NumRecords {

@@ -137,8 +137,10 @@ type Log struct {
 	wake     chan struct{}
 	stopped  chan struct{}
 
-	lock    *os.File // flock'ed: one Log per directory
-	stopRet chan struct{}
+	lock *os.File // flock'ed: one Log per directory
+	// trackingScans counts sealed segments read at recovery for tracking.
+	trackingScans int
+	stopRet       chan struct{}
 
 	spareIdx  []byte
 	sparePend []pending
@@ -379,7 +381,7 @@ func (l *Log) Stats() Stats {
 	for _, sg := range l.segs {
 		s.Bytes += sg.size
 	}
-	if f := l.segs[0]; f.chunks > 0 && l.commit.last >= 0 {
+	if f := l.segs[0]; f.chunks > 0 && l.commit.next > f.base {
 		s.FirstOffset, s.FirstChunkID, s.FirstTimestamp = int64(f.base), int64(f.base), f.firstTS
 		s.LastOffset = int64(l.commit.next) - 1
 	}

@@ -64,12 +64,16 @@ func (l *Log) recover() error {
 		l.segs = append(l.segs, s)
 	}
 	// Tracking state: from the newest segment that opens with a snapshot
-	// (or the first) up to the last one.
+	// (or the first) up to the last one; every rolled segment opens with
+	// one, so this reads the active segment, or it and the one before.
 	start := 0
 	for i, s := range l.segs {
 		if s.snapshot {
 			start = i
 		}
+	}
+	if l.opensWithSnapshot(bases[len(bases)-1]) {
+		start = len(l.segs)
 	}
 	for _, s := range l.segs[start:] {
 		if err := l.scanTracking(s); err != nil {
@@ -294,6 +298,7 @@ func (l *Log) recoverActive(base uint64) (*segment, error) {
 // scanTracking folds the tracking records of a whole segment into the
 // state.
 func (l *Log) scanTracking(s *segment) error {
+	l.trackingScans++
 	sp, _ := l.paths(s.base)
 	f, err := os.Open(sp)
 	if err != nil {
@@ -320,6 +325,23 @@ func (l *Log) scanTracking(s *segment) error {
 			l.applyTracking(&h, b)
 		}
 	}
+}
+
+// opensWithSnapshot reports whether a segment's first chunk is a valid
+// tracking snapshot.
+func (l *Log) opensWithSnapshot(base uint64) bool {
+	sp, _ := l.paths(base)
+	f, err := os.Open(sp)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc, err := newScanner(f, base)
+	if err != nil {
+		return false
+	}
+	h, _, _, err := sc.chunk()
+	return err == nil && h.Type == ChunkTrackingSnapshot
 }
 
 // lastUserChunk returns the id of the last user chunk of a sealed segment

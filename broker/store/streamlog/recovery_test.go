@@ -272,3 +272,33 @@ func TestTornSegmentHeader(t *testing.T) {
 		l.Close()
 	}
 }
+
+// Recovery reads tracking state from the last segment only (every rolled
+// segment opens with a snapshot), not from the whole log, and rolling
+// leaves no gap in offsets.
+func TestRecoveryReadsOnlyTheTail(t *testing.T) {
+	for _, tracking := range []bool{false, true} {
+		dir := t.TempDir()
+		l := openLog(t, dir, Options{MaxSegmentBytes: 2000})
+		if tracking {
+			l.StoreOffset("c", 5, nil)
+		}
+		appendChunks(t, l, 0, 200, 1, 100)
+		l.Close()
+		l = openLog(t, dir, Options{MaxSegmentBytes: 2000})
+		if l.Stats().Segments < 10 || l.trackingScans != 0 {
+			t.Fatalf("tracking %v: %d segments, %d scanned for tracking", tracking, l.Stats().Segments, l.trackingScans)
+		}
+		if got, ok := l.QueryOffset("c"); ok != tracking || (ok && got != 5) {
+			t.Fatalf("offset %d %v", got, ok)
+		}
+		offs, _ := readAll(t, l, OffsetSpec{Kind: OffsetFirst}, ReaderOptions{})
+		first := offs[0]
+		for i, o := range offs {
+			if o != first+uint64(i) {
+				t.Fatalf("offset gap: record %d at %d", i, o)
+			}
+		}
+		l.Close()
+	}
+}

@@ -37,7 +37,8 @@ func (l *Log) createSegment(base uint64) (seg, idx *os.File, err error) {
 
 // roll closes the active segment (after fsyncing its data, so that sealed
 // segments are always whole on disk) and starts a new one at the next
-// offset, opened by a tracking snapshot when there is tracking state.
+// offset, opened by a tracking snapshot (even of an empty state: recovery
+// then never reads further back than the last segment that has one).
 // Called with l.mu held.
 func (l *Log) roll(ts int64) error {
 	if err := fdatasync(l.seg); err != nil {
@@ -54,7 +55,7 @@ func (l *Log) roll(ts int64) error {
 	l.dirDirty = true
 	ns := &segment{base: base, size: FileHeaderSize}
 	l.segs = append(l.segs, ns)
-	if len(l.writers) > 0 || len(l.offsets) > 0 {
+	{
 		data := l.tbuf[:0]
 		for ref, seq := range l.writers {
 			data = appendTrackSeq(data, ref, base, seq)
@@ -80,7 +81,7 @@ func (l *Log) roll(ts int64) error {
 			return fmt.Errorf("streamlog: sync directory %s: %w", l.dir, err)
 		}
 		w := l.written
-		w.seg, w.end, w.last, w.next = ns, ns.size, int64(base), base+1
+		w.seg, w.end, w.last, w.next = ns, ns.size, int64(base), base
 		l.written = w
 	}
 	l.retain(ts)

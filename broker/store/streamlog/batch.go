@@ -25,6 +25,7 @@ type Batch struct {
 	offsets []byte // consumer offsets (trackOffset records): a tracking chunk
 	offRefs []string
 	offVals []uint64
+	filters []uint64 // hashes of the entries' filter values
 }
 
 // NewBatch returns an empty batch.
@@ -48,6 +49,7 @@ func (b *Batch) Reset() {
 	b.offsets = b.offsets[:0]
 	b.offRefs = b.offRefs[:0]
 	b.offVals = b.offVals[:0]
+	b.filters = b.filters[:0]
 }
 
 // Entries is the number of entries in the batch.
@@ -76,6 +78,18 @@ func (b *Batch) AddSimple(msg []byte) error {
 	b.buf = append(b.buf, msg...)
 	b.entries++
 	b.records++
+	return nil
+}
+
+// AddFiltered adds a message with a filter value (stream protocol publish
+// v2): the chunk gets a bloom filter that readers with a Filter consult.
+// Messages added with AddSimple or AddSubBatch to the same batch count as
+// unfiltered.
+func (b *Batch) AddFiltered(msg []byte, value string) error {
+	if err := b.AddSimple(msg); err != nil {
+		return err
+	}
+	b.filters = append(b.filters, filterHash(value))
 	return nil
 }
 
@@ -126,6 +140,40 @@ func (b *Batch) TrackOffset(ref string, offset uint64) error {
 	return nil
 }
 
+// sealFiltered builds the whole user chunk with a bloom filter of size
+// bytes into dst (the data moves to make room for the filter).
+func (b *Batch) sealFiltered(dst []byte, size int, chunkID uint64, ts int64, epoch uint64) []byte {
+	dst = append(dst[:0], make([]byte, HeaderSize+size)...)
+	bloom := dst[HeaderSize:]
+	for _, h := range b.filters {
+		bloomSet(bloom, h)
+	}
+	if len(b.filters) < b.records {
+		bloomSet(bloom, emptyHash)
+	}
+	dst = append(dst, b.buf[HeaderSize:]...)
+	for _, p := range b.seqPos {
+		binary.BigEndian.PutUint64(b.trailer[p:], chunkID)
+	}
+	data := dst[HeaderSize+size:]
+	h := Header{
+		Type:       ChunkUser,
+		NumEntries: uint16(b.entries),
+		NumRecords: uint32(b.records),
+		Timestamp:  ts,
+		Epoch:      epoch,
+		ChunkID:    chunkID,
+		CRC:        crc32.ChecksumIEEE(data),
+		DataLen:    uint32(len(data)),
+		TrailerLen: uint32(len(b.trailer)),
+		BloomSize:  uint8(size),
+	}
+	h.put(dst)
+	h.Check = headerCheck(dst, dst[HeaderSize:HeaderSize+size], b.trailer)
+	h.put(dst)
+	return dst
+}
+
 // seal fills the user chunk's header and trailer chunk ids; it returns the
 // bytes of the whole chunk (header, data, trailer).
 func (b *Batch) seal(chunkID uint64, ts int64, epoch uint64) []byte {
@@ -145,7 +193,7 @@ func (b *Batch) seal(chunkID uint64, ts int64, epoch uint64) []byte {
 		binary.BigEndian.PutUint64(b.trailer[p:], chunkID)
 	}
 	h.put(b.buf)
-	h.Check = headerCheck(b.buf, b.trailer)
+	h.Check = headerCheck(b.buf, nil, b.trailer)
 	h.put(b.buf)
 	return b.buf
 }
@@ -173,7 +221,7 @@ func buildTracking(dst []byte, typ ChunkType, data []byte, chunkID uint64, ts in
 	at := len(dst)
 	dst = append(dst, make([]byte, HeaderSize)...)
 	h.put(dst[at:])
-	h.Check = headerCheck(dst[at:], nil)
+	h.Check = headerCheck(dst[at:], nil, nil)
 	h.put(dst[at:])
 	return append(dst, data...)
 }

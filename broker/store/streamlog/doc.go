@@ -14,7 +14,8 @@
 // A chunk is a 48-byte header (see Header: magic/version 0x51, type, num
 // entries, num records, timestamp, epoch, chunk id, CRC-32 (IEEE) of the
 // data, data length, trailer length, bloom size, reserved), the bloom
-// filter (always empty here), the data and the trailer. The only departure
+// filter (present when messages carry filter values, see bloom.go), the
+// data and the trailer. The only departure
 // from osiris: the 3 reserved bytes, which osiris leaves zero and clients
 // skip, hold a 24-bit CRC-32C of the rest of the header and of the
 // trailer, which osiris's data CRC leaves unprotected; recovery checks it. Data entries are

@@ -186,12 +186,13 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // headerCheck is what Warren keeps in a chunk header's 3 reserved bytes
 // (which osiris leaves zero and clients ignore): the low 24 bits of the
-// CRC-32C of the header's first 45 bytes and of the trailer. osiris's CRC
-// covers only the data; this also catches a torn or damaged trailer, or
-// header fields (timestamp, epoch, lengths) that the data CRC does not
-// cover, when recovering a log's tail.
-func headerCheck(hdr, trailer []byte) uint32 {
+// CRC-32C of the header's first 45 bytes, the bloom filter and the
+// trailer. osiris's CRC covers only the data; this also catches a torn or
+// damaged trailer or filter, or header fields (timestamp, epoch, lengths)
+// that the data CRC does not cover, when recovering a log's tail.
+func headerCheck(hdr, bloom, trailer []byte) uint32 {
 	c := crc32.Update(0, castagnoli, hdr[:45])
+	c = crc32.Update(c, castagnoli, bloom)
 	return crc32.Update(c, castagnoli, trailer) & 0xFFFFFF
 }
 
@@ -217,7 +218,7 @@ func ParseChunk(b []byte) (Header, int, error) {
 		return h, 0, err
 	}
 	trailer := b[ds+int64(h.DataLen) : size]
-	if got := headerCheck(b, trailer); got != h.Check {
+	if got := headerCheck(b, b[HeaderSize:ds], trailer); got != h.Check {
 		return h, 0, fmt.Errorf("%w: chunk %d header/trailer check mismatch", ErrCorrupt, h.ChunkID)
 	}
 	if err := walkTracking(trailer, nil); err != nil {

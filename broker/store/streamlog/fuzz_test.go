@@ -30,6 +30,11 @@ func seedChunks() [][]byte {
 	b.TrackPublisher("publisher-1", 99)
 	out = append(out, bytes.Clone(append(b.seal(100, 1, 1), b.trailer...)))
 
+	b.Reset()
+	b.AddFiltered([]byte("filtered"), "red")
+	b.AddSimple([]byte("plain"))
+	out = append(out, bytes.Clone(append(b.sealFiltered(nil, 16, 3, 4, 5), b.trailer...)))
+
 	data := appendTrackOffset(nil, "consumer", 12)
 	data = appendTrackSeq(data, "p", 1, 2)
 	out = append(out, buildTracking(nil, ChunkTrackingDelta, data, 5, 9, 0))

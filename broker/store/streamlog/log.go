@@ -47,6 +47,10 @@ type Options struct {
 	MaxAge time.Duration
 	// Sync is the durability policy (default SyncGroup).
 	Sync SyncPolicy
+	// FilterSize is the size in bytes of the bloom filter of chunks with
+	// filter values (stream-filter-size-bytes): MinFilterSize to
+	// MaxFilterSize, default DefaultFilterSize.
+	FilterSize int
 	// Epoch is written in every chunk header (the Raft term, later).
 	Epoch uint64
 	// Now is the clock (default time.Now); chunk timestamps come from it.
@@ -66,6 +70,10 @@ func (o *Options) defaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.FilterSize == 0 {
+		o.FilterSize = DefaultFilterSize
+	}
+	o.FilterSize = min(max(o.FilterSize, MinFilterSize), MaxFilterSize)
 }
 
 // DoneFunc is told when an appended chunk is durable (err nil) or can no
@@ -213,9 +221,13 @@ func (l *Log) Append(b *Batch, done DoneFunc) (uint64, error) {
 	}
 	nchunks := 0
 	var total int64
+	filtered := b.entries > 0 && len(b.filters) > 0
 	if b.entries > 0 {
 		nchunks++
 		total += int64(len(b.buf) + len(b.trailer))
+		if filtered {
+			total += int64(l.opts.FilterSize)
+		}
 	}
 	trk := len(b.offRefs) > 0 || (b.entries == 0 && len(b.seqRefs) > 0)
 	if trk {
@@ -244,15 +256,22 @@ func (l *Log) Append(b *Batch, done DoneFunc) (uint64, error) {
 	var first uint64
 	var buf []byte
 	dataEnd := len(b.buf)
-	if b.entries > 0 {
+	switch {
+	case filtered:
+		first = w.next
+		buf = b.sealFiltered(l.wbuf, l.opts.FilterSize, first, ts, l.opts.Epoch)
+		buf = append(buf, b.trailer...)
+	case b.entries > 0:
 		first = w.next
 		buf = b.seal(first, ts, l.opts.Epoch)
 		buf = append(buf, b.trailer...)
+	default:
+		buf = l.wbuf[:0]
+	}
+	if b.entries > 0 {
 		l.addIndex(indexRecord{ChunkID: first, Timestamp: ts, Epoch: l.opts.Epoch, Pos: uint32(pos), Type: ChunkUser})
 		pos += int64(len(buf))
 		w.last, w.lastUsr, w.next = int64(first), int64(first), first+uint64(b.records)
-	} else {
-		buf = l.wbuf[:0]
 	}
 	if trk {
 		id := w.next
@@ -272,7 +291,7 @@ func (l *Log) Append(b *Batch, done DoneFunc) (uint64, error) {
 		w.last, w.next = int64(id), id+1
 	}
 	_, err := l.seg.Write(buf)
-	if b.entries > 0 {
+	if b.entries > 0 && !filtered {
 		b.buf = buf[:dataEnd]
 	} else {
 		l.wbuf = buf[:0]

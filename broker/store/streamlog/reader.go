@@ -90,6 +90,10 @@ type ReaderOptions struct {
 	// Tracking also yields tracking chunks (for replication); consumers
 	// see user chunks only.
 	Tracking bool
+	// Filter, if not nil, skips user chunks whose bloom filter shows they
+	// hold no message the filter wants (see Filter). A chunk it yields may
+	// still hold other messages: consumers filter messages themselves.
+	Filter *Filter
 }
 
 // ReaderStats count a reader's work.
@@ -97,6 +101,7 @@ type ReaderStats struct {
 	Reads     int64 // read syscalls (pread) made
 	BytesRead int64
 	Chunks    int64 // chunks handed out
+	Skipped   int64 // chunks skipped by the filter
 }
 
 var defaultReadAhead = NewReadAhead(true, DefaultReadAheadLimit)
@@ -115,6 +120,7 @@ type Reader struct {
 	stats  ReaderStats
 	closed bool
 	end    int64 // known readable end of seg (commit only grows)
+	match  *matcher
 }
 
 // NewReader returns a reader positioned by spec.
@@ -122,7 +128,7 @@ func (l *Log) NewReader(spec OffsetSpec, opts ReaderOptions) (*Reader, error) {
 	if opts.ReadAhead == nil {
 		opts.ReadAhead = defaultReadAhead
 	}
-	r := &Reader{l: l, opts: opts}
+	r := &Reader{l: l, opts: opts, match: newMatcher(opts.Filter)}
 	for attempt := 0; ; attempt++ {
 		seg, pos, err := l.locate(spec)
 		if err != nil {
@@ -418,6 +424,9 @@ func (r *Reader) next(ctx context.Context, wait bool) (*Chunk, error) {
 		off := r.pos - r.bufPos
 		if r.pos < r.bufPos || off+HeaderSize > int64(len(r.buf)) {
 			n := int64(HeaderSize)
+			if r.match != nil {
+				n += MaxFilterSize
+			}
 			if on && int64(limit) > n {
 				n = int64(limit)
 			}
@@ -437,6 +446,20 @@ func (r *Reader) next(ctx context.Context, wait bool) (*Chunk, error) {
 		if h.Type != ChunkUser && !r.opts.Tracking {
 			r.pos += size
 			continue
+		}
+		if r.match != nil && h.Type == ChunkUser {
+			bl := int64(h.BloomSize)
+			if off+HeaderSize+bl > int64(len(r.buf)) {
+				if err := r.read(r.pos, HeaderSize+bl); err != nil {
+					return nil, err
+				}
+				off = 0
+			}
+			if !r.match.match(r.buf[off+HeaderSize : off+HeaderSize+bl]) {
+				r.pos += size
+				r.stats.Skipped++
+				continue
+			}
 		}
 		c := &r.chunk
 		c.Header, c.file, c.pos = h, r.f, r.pos

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -380,5 +382,64 @@ func TestStreamClientToAMQP(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("got %d of %d", i, total)
 		}
+	}
+}
+
+// The vhost's read-ahead setting changes at runtime through the HTTP API,
+// for the readers already open too (they share the vhost's setting), and
+// consumers keep reading across the change.
+func TestStreamReadAheadChangedOverHTTP(t *testing.T) {
+	n := brokertest.Start(t)
+	ch := n.Channel(t)
+	declareStream(t, ch, "s8", nil)
+	publishConfirmed(t, ch, "s8", 0, 20)
+	vh, ok := n.Broker.Vhost("/")
+	if !ok {
+		t.Fatal("no vhost /")
+	}
+	if on, limit := vh.StreamReadAhead().Get(); !on || limit != 4096 {
+		t.Fatalf("default read-ahead %v %d", on, limit)
+	}
+	c := n.Channel(t)
+	c.Qos(100, 0, false)
+	ds, err := c.Consume("s8", "", false, false, false, false, amqp.Table{"x-stream-offset": "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv := func(want int) {
+		t.Helper()
+		for i := 0; i < want; i++ {
+			select {
+			case d := <-ds:
+				d.Ack(false)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("got %d of %d", i, want)
+			}
+		}
+	}
+	recv(20)
+	put := func(body string) {
+		t.Helper()
+		req, _ := http.NewRequest("PUT", n.HTTPURL()+"/api/vhosts/%2F", strings.NewReader(body))
+		req.SetBasicAuth("guest", "guest")
+		req.Header.Set("content-type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("PUT vhost: %s", resp.Status)
+		}
+	}
+	put(`{"storage": {"stream-read-ahead": false, "stream-read-ahead-limit": 8192}}`)
+	if on, limit := vh.StreamReadAhead().Get(); on || limit != 8192 {
+		t.Fatalf("read-ahead after PUT: %v %d", on, limit)
+	}
+	publishConfirmed(t, ch, "s8", 20, 20)
+	recv(20)
+	put(`{"storage": {"stream-read-ahead": true}}`)
+	if on, _ := vh.StreamReadAhead().Get(); !on {
+		t.Fatal("read-ahead still off")
 	}
 }

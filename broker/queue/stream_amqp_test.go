@@ -443,3 +443,25 @@ func TestStreamReadAheadChangedOverHTTP(t *testing.T) {
 		t.Fatal("read-ahead still off")
 	}
 }
+
+// x-max-length-bytes and x-stream-max-segment-size-bytes given over AMQP
+// drive retention: old segments go, a "first" consumer starts later.
+func TestStreamRetentionArgsAMQP(t *testing.T) {
+	n := brokertest.Start(t)
+	ch := n.Channel(t)
+	declareStream(t, ch, "s9", amqp.Table{"x-max-length-bytes": int64(20_000), "x-stream-max-segment-size-bytes": int64(5_000)})
+	for i := 0; i < 10; i++ {
+		publishConfirmed(t, ch, "s9", i*50, 50)
+	}
+	q, err := ch.QueueDeclarePassive("s9", true, false, false, false, amqp.Table{"x-queue-type": "stream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Messages >= 500 || q.Messages == 0 {
+		t.Fatalf("%d messages after retention", q.Messages)
+	}
+	bodies, offs := consume(t, n.Channel(t), "s9", "first", 50, q.Messages)
+	if offs[0] == 0 || offs[0] != int64(500-q.Messages) || bodies[len(bodies)-1] != "body-499" {
+		t.Fatalf("first offset %d with %d messages left, last %q", offs[0], q.Messages, bodies[len(bodies)-1])
+	}
+}

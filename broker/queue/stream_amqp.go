@@ -86,9 +86,19 @@ func (s *Stream) Publish(batch []Publish) {
 			continue
 		}
 		sp.scratch = amqp10.AppendFromAMQP091(sp.scratch[:0], &props, p.Msg.Exchange, p.Msg.RoutingKey, p.Msg.Body)
-		if err := b.AddSimple(sp.scratch); errors.Is(err, streamlog.ErrBatchFull) {
+		// x-stream-filter-value (RabbitMQ's header) sets the message's
+		// filter value: the chunk gets a bloom filter for consumers
+		// with x-stream-filter.
+		fv, filtered := props.Headers["x-stream-filter-value"].(string)
+		add := func() error {
+			if filtered {
+				return b.AddFiltered(sp.scratch, fv)
+			}
+			return b.AddSimple(sp.scratch)
+		}
+		if err := add(); errors.Is(err, streamlog.ErrBatchFull) {
 			flush()
-			err = b.AddSimple(sp.scratch)
+			err = add()
 			if err != nil {
 				if p.Confirm != nil {
 					p.Confirm.Confirm([]uint64{p.Tag}, false)
@@ -145,7 +155,11 @@ func (s *Stream) Consume(ctx context.Context, c Consumer, opts ConsumeOptions) e
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
-	r, err := s.log.NewReader(spec, streamlog.ReaderOptions{ReadAhead: s.ra})
+	filter, err := parseStreamFilter(opts.Args)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	r, err := s.log.NewReader(spec, streamlog.ReaderOptions{ReadAhead: s.ra, Filter: filter})
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", rs, err)
 	}
@@ -199,6 +213,40 @@ func parseStreamOffset(v any, now time.Time) (streamlog.OffsetSpec, uint64, erro
 		return streamlog.OffsetSpec{Kind: streamlog.OffsetAbsolute, Offset: uint64(n)}, uint64(n), nil
 	}
 	return streamlog.OffsetSpec{}, 0, fmt.Errorf("invalid x-stream-offset %v", v)
+}
+
+// parseStreamFilter reads x-stream-filter (a string or an array of
+// strings) and x-stream-match-unfiltered (a boolean). As with RabbitMQ,
+// filtering is by chunk: the consumer may still get messages with other
+// filter values and should check x-stream-filter-value itself.
+func parseStreamFilter(args map[string]any) (*streamlog.Filter, error) {
+	v, ok := args["x-stream-filter"]
+	if !ok {
+		return nil, nil
+	}
+	f := &streamlog.Filter{}
+	switch v := v.(type) {
+	case string:
+		f.Values = []string{v}
+	case []any:
+		for _, x := range v {
+			s, ok := x.(string)
+			if !ok {
+				return nil, fmt.Errorf("invalid x-stream-filter value %v", x)
+			}
+			f.Values = append(f.Values, s)
+		}
+	default:
+		return nil, fmt.Errorf("invalid x-stream-filter %v", v)
+	}
+	if u, ok := args["x-stream-match-unfiltered"]; ok {
+		b, ok := u.(bool)
+		if !ok {
+			return nil, fmt.Errorf("invalid x-stream-match-unfiltered %v", u)
+		}
+		f.MatchUnfiltered = b
+	}
+	return f, nil
 }
 
 // run delivers the log's messages to the consumer, waiting for credit

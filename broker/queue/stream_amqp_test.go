@@ -465,3 +465,77 @@ func TestStreamRetentionArgsAMQP(t *testing.T) {
 		t.Fatalf("first offset %d with %d messages left, last %q", offs[0], q.Messages, bodies[len(bodies)-1])
 	}
 }
+
+// x-stream-filter-value on published messages and x-stream-filter on
+// consumers: chunks without the wanted value are not delivered.
+func TestStreamFilterAMQP(t *testing.T) {
+	n := brokertest.Start(t)
+	ch := n.Channel(t)
+	declareStream(t, ch, "s10", nil)
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	// One confirmed publish per chunk: colour k%3, and chunks of
+	// unfiltered messages in between.
+	for k := 0; k < 30; k++ {
+		h := amqp.Table{}
+		if k%4 != 3 {
+			h["x-stream-filter-value"] = []string{"red", "green", "blue"}[k%3]
+		}
+		dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", "s10", false, false, amqp.Publishing{Headers: h, Body: []byte(fmt.Sprint(k))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := dc.WaitContext(context.Background()); !ok || err != nil {
+			t.Fatal("not confirmed")
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		args       amqp.Table
+		wantColour func(string) bool
+	}{
+		{"red", amqp.Table{"x-stream-filter": "red"}, func(c string) bool { return c == "red" }},
+		{"red-blue", amqp.Table{"x-stream-filter": []any{"red", "blue"}}, func(c string) bool { return c == "red" || c == "blue" }},
+		{"green-unfiltered", amqp.Table{"x-stream-filter": "green", "x-stream-match-unfiltered": true}, func(c string) bool { return c == "green" || c == "" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := n.Channel(t)
+			c.Qos(100, 0, false)
+			tc.args["x-stream-offset"] = "first"
+			ds, err := c.Consume("s10", "", false, false, false, false, tc.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := 0
+			for k := 0; k < 30; k++ {
+				colour := ""
+				if k%4 != 3 {
+					colour = []string{"red", "green", "blue"}[k%3]
+				}
+				if tc.wantColour(colour) {
+					want++
+				}
+			}
+			got, wanted := 0, 0
+			for {
+				select {
+				case d := <-ds:
+					got++
+					colour, _ := d.Headers["x-stream-filter-value"].(string)
+					if tc.wantColour(colour) {
+						wanted++
+					}
+					d.Ack(false)
+					continue
+				case <-time.After(300 * time.Millisecond):
+				}
+				break
+			}
+			// Bloom filters may let a few others through, never drop one.
+			if wanted != want || got > want+3 {
+				t.Fatalf("got %d messages, %d of the %d wanted", got, wanted, want)
+			}
+		})
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"flag"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/warrenmq/warren/broker/brokertest"
 	"github.com/warrenmq/warren/broker/queue"
 	"github.com/warrenmq/warren/broker/store/streamlog"
+	"github.com/warrenmq/warren/broker/stream/client"
 	"github.com/warrenmq/warren/broker/stream/proto"
 )
 
@@ -172,31 +175,43 @@ func BenchmarkConsumeClient(b *testing.B) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msg/s")
 }
 
-// BenchmarkConsumeRaw: a codec-level consumer of 300-message chunks,
-// granting a credit per chunk received (10 initial).
+// BenchmarkConsumeRaw: a codec-level consumer (broker/stream/client)
+// reading 12-byte messages in chunks of 300 and of 1 message, with the
+// vhost's read-ahead on and off; 1000 initial credits, granted back in
+// batches of 500.
 func BenchmarkConsumeRaw(b *testing.B) {
-	n, _ := benchNode(b)
-	fill(b, n, b.N, 300)
-	r := dialRaw(b, n)
-	r.open()
-	b.ResetTimer()
-	start := time.Now()
-	r.send(&proto.Subscribe{CorrelationID: 9, SubscriptionID: 1, Stream: "bench", Offset: proto.OffsetSpec{Type: proto.OffsetFirst}, Credit: 10})
-	credit := proto.Encode(nil, &proto.Credit{SubscriptionID: 1, Credit: 1})
-	var buf []byte
-	got := 0
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	for got < b.N && ctx.Err() == nil {
-		body, err := proto.ReadFrame(r.br, buf, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		buf = body[:0]
-		if k, _, _ := proto.Header(body); k == proto.KeyDeliver {
-			got += int(binary.BigEndian.Uint32(body[5+4:]))
-			r.write(credit)
+	for _, perChunk := range []int{300, 1} {
+		for _, readAhead := range []bool{true, false} {
+			b.Run(fmt.Sprintf("chunk=%d/read-ahead=%v", perChunk, readAhead), func(b *testing.B) {
+				n, _ := benchNode(b)
+				fill(b, n, b.N, perChunk)
+				vh, _ := n.Vhost("/")
+				vh.StreamReadAhead().Set(readAhead, 4096)
+				var got atomic.Int64
+				done := make(chan struct{})
+				var conn *client.Conn
+				pending := 0
+				conn, err := client.Dial(context.Background(), n.StreamURI(), client.Options{
+					SocketBuffer: *clientBuffer,
+					OnDeliver: func(_ uint8, chunk []byte) {
+						info, _ := client.ParseChunk(chunk)
+						if got.Add(int64(info.NumRecords)) >= int64(b.N) {
+							close(done)
+						}
+						if pending++; pending == 500 {
+							_ = conn.Credit(1, 500)
+							pending = 0
+						}
+					},
+				})
+				must(b, err)
+				defer conn.Close()
+				b.ResetTimer()
+				start := time.Now()
+				must(b, conn.Subscribe(context.Background(), 1, "bench", proto.OffsetSpec{Type: proto.OffsetFirst}, 1000, nil))
+				<-done
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msg/s")
+			})
 		}
 	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msg/s")
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -214,6 +215,11 @@ func (c *conn) handle(body []byte) error {
 			return closeErr(proto.CodeUnknownFrame, "publish: %v", err)
 		}
 		c.publish(&c.pub)
+		return nil
+	}
+	if key == proto.KeyCredit && c.state == stateOpened && len(body) == 7 {
+		// Hot path: one per chunk for many consumers.
+		c.credit(&proto.Credit{SubscriptionID: body[4], Credit: binary.BigEndian.Uint16(body[5:7])})
 		return nil
 	}
 	cmd, err := proto.Decode(body)

@@ -157,11 +157,20 @@ func (s *subscription) addCredit(n int) {
 	}
 }
 
+// stageMax bounds the deliver frames a subscription gathers before
+// handing them to the connection's output in one go.
+const stageMax = 256 << 10
+
+// deliverLoop sends chunks while the subscription has credit. After a
+// blocking read it takes every chunk already available (TryNext, from the
+// read-ahead buffer when chunks are small) into one staging buffer and
+// hands the lot to the output at once, so small chunks cost a copy each
+// and no lock, wake-up or syscall of their own.
 func (s *subscription) deliverLoop(ctx context.Context, r *streamlog.Reader, done chan struct{}) {
 	defer close(done)
 	defer r.Close()
 	c := s.c
-	var scratch []byte
+	var stage, scratch []byte
 	for {
 		for s.credit.Load() <= 0 {
 			select {
@@ -172,9 +181,7 @@ func (s *subscription) deliverLoop(ctx context.Context, r *streamlog.Reader, don
 		}
 		ch, err := r.Next(ctx)
 		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, streamlog.ErrClosed) {
-				c.srv.log.Warn("stream: read chunk", "stream", s.st.name, "err", err)
-			}
+			s.readFailed(ctx, err)
 			return
 		}
 		if !c.out.waitRoom(ctx) {
@@ -188,44 +195,71 @@ func (s *subscription) deliverLoop(ctx context.Context, r *streamlog.Reader, don
 				committed = uint64(id)
 			}
 		}
-		var ok bool
-		switch {
-		case ch.InMemory():
-			ok = s.sendInMemory(ch, ver, committed)
-		case int64(ch.Header.DataLen) < sendfileMin:
-			// A mid-size chunk the reader did not read ahead: one pread
-			// into a scratch buffer costs less than waiting for sendfile.
-			f, off, n := ch.DataSection()
-			if int64(cap(scratch)) < n {
-				scratch = make([]byte, n)
+		stage = stage[:0]
+		var chunks, records uint64
+		for ch != nil {
+			switch {
+			case ch.InMemory():
+				stage = s.appendInMemory(stage, ch, ver, committed)
+			case int64(ch.Header.DataLen) < sendfileMin:
+				// A mid-size chunk the reader did not read ahead: one
+				// pread into a scratch buffer.
+				f, off, n := ch.DataSection()
+				if int64(cap(scratch)) < n {
+					scratch = make([]byte, n)
+				}
+				scratch = scratch[:n]
+				if _, err := f.ReadAt(scratch, off); err != nil {
+					c.srv.log.Warn("stream: read chunk data", "stream", s.st.name, "err", err)
+					return
+				}
+				hdr := ch.HeaderBytes()
+				stage = proto.AppendDeliverHeader(stage, ver, s.id, committed, len(hdr)+len(scratch))
+				stage = append(append(stage, hdr...), scratch...)
+			default:
+				// A large chunk: what is staged, then the header through the
+				// buffer and the data by sendfile. The file stays valid
+				// until the next read, so wait for it.
+				if len(stage) > 0 {
+					if !c.out.appendFn(func(b []byte) []byte { return append(b, stage...) }) {
+						return
+					}
+					stage = stage[:0]
+				}
+				f, off, n := ch.DataSection()
+				hdr := ch.HeaderBytes()
+				sent := c.out.appendSection(func(b []byte) []byte {
+					b = proto.AppendDeliverHeader(b, ver, s.id, committed, len(hdr)+int(n))
+					return append(b, hdr...)
+				}, f, off, n)
+				if sent == nil || <-sent != nil {
+					return
+				}
 			}
-			scratch = scratch[:n]
-			if _, err := f.ReadAt(scratch, off); err != nil {
-				c.srv.log.Warn("stream: read chunk data", "stream", s.st.name, "err", err)
-				return
+			chunks++
+			records += uint64(ch.Header.NumRecords)
+			if s.credit.Add(-1) <= 0 || len(stage) >= stageMax {
+				break
 			}
-			hdr := ch.HeaderBytes()
-			ok = c.out.appendFn(func(b []byte) []byte {
-				b = proto.AppendDeliverHeader(b, ver, s.id, committed, len(hdr)+len(scratch))
-				return append(append(b, hdr...), scratch...)
-			})
-		default:
-			// A large chunk: header through the buffer, data by sendfile.
-			// The file stays valid until the next read, so wait for it.
-			f, off, n := ch.DataSection()
-			hdr := ch.HeaderBytes()
-			done := c.out.appendSection(func(b []byte) []byte {
-				b = proto.AppendDeliverHeader(b, ver, s.id, committed, len(hdr)+int(n))
-				return append(b, hdr...)
-			}, f, off, n)
-			ok = done != nil && <-done == nil
+			if ch, err = r.TryNext(); err != nil {
+				break
+			}
 		}
-		if !ok {
+		if len(stage) > 0 && !c.out.appendFn(func(b []byte) []byte { return append(b, stage...) }) {
 			return
 		}
-		s.credit.Add(-1)
-		c.srv.Counters.ChunksDelivered.Add(1)
-		c.srv.Counters.Delivered.Add(uint64(ch.Header.NumRecords))
+		c.srv.Counters.ChunksDelivered.Add(chunks)
+		c.srv.Counters.Delivered.Add(records)
+		if err != nil {
+			s.readFailed(ctx, err)
+			return
+		}
+	}
+}
+
+func (s *subscription) readFailed(ctx context.Context, err error) {
+	if ctx.Err() == nil && !errors.Is(err, streamlog.ErrClosed) {
+		s.c.srv.log.Warn("stream: read chunk", "stream", s.st.name, "err", err)
 	}
 }
 
@@ -233,18 +267,14 @@ func (s *subscription) deliverLoop(ctx context.Context, r *streamlog.Reader, don
 // the socket with sendfile rather than a read and a copy.
 const sendfileMin = 64 << 10
 
-func (s *subscription) sendInMemory(ch *streamlog.Chunk, ver uint16, committed uint64) bool {
+func (s *subscription) appendInMemory(b []byte, ch *streamlog.Chunk, ver uint16, committed uint64) []byte {
 	if wire := ch.Wire(); wire != nil {
-		return s.c.out.appendFn(func(b []byte) []byte {
-			b = proto.AppendDeliverHeader(b, ver, s.id, committed, len(wire))
-			return append(b, wire...)
-		})
+		b = proto.AppendDeliverHeader(b, ver, s.id, committed, len(wire))
+		return append(b, wire...)
 	}
 	hdr, data := ch.HeaderBytes(), ch.Data()
-	return s.c.out.appendFn(func(b []byte) []byte {
-		b = proto.AppendDeliverHeader(b, ver, s.id, committed, len(hdr)+len(data))
-		return append(append(b, hdr...), data...)
-	})
+	b = proto.AppendDeliverHeader(b, ver, s.id, committed, len(hdr)+len(data))
+	return append(append(b, hdr...), data...)
 }
 
 func (c *conn) credit(m *proto.Credit) {

@@ -118,7 +118,9 @@ func TestCrashKill9(t *testing.T) {
 			case "error":
 				t.Fatalf("child: %s", sc.Text())
 			}
-			if !killed && time.Now().After(killAt) {
+			// Kill once the child has run a while and acknowledged a good
+			// number of chunks (a loaded machine may start it slowly).
+			if !killed && n >= 50 && time.Now().After(killAt) {
 				cmd.Process.Signal(syscall.SIGKILL)
 				killed = true
 			}
@@ -128,7 +130,7 @@ func TestCrashKill9(t *testing.T) {
 		if !killed {
 			t.Fatalf("round %d: child ended by itself", round)
 		}
-		if n < 10 {
+		if n < 50 {
 			t.Fatalf("round %d: only %d acks", round, n)
 		}
 	}

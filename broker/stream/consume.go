@@ -3,7 +3,9 @@ package stream
 import (
 	"context"
 	"errors"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -28,6 +30,7 @@ type subscription struct {
 	sac         bool
 	superStream string
 	partition   int // index of the stream in its super stream
+	filter      *streamlog.Filter
 
 	credit   atomic.Int64
 	creditCh chan struct{}
@@ -74,6 +77,7 @@ func (c *conn) subscribeCode(m *proto.Subscribe) uint16 {
 	if s.superStream != "" {
 		s.partition = c.partitionIndex(s.superStream, m.Stream)
 	}
+	s.filter = subscriptionFilter(m.Properties)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.subs[m.SubscriptionID]; ok {
@@ -84,6 +88,24 @@ func (c *conn) subscribeCode(m *proto.Subscribe) uint16 {
 	}
 	c.subs[m.SubscriptionID] = s
 	return codeOK
+}
+
+// subscriptionFilter reads the filter.N and match-unfiltered properties:
+// the reader then skips chunks whose bloom filter holds none of the values
+// (by chunk, as RabbitMQ: the client filters messages itself).
+func subscriptionFilter(props map[string]string) *streamlog.Filter {
+	var f streamlog.Filter
+	for k, v := range props {
+		if strings.HasPrefix(k, "filter.") {
+			f.Values = append(f.Values, v)
+		}
+	}
+	if len(f.Values) == 0 {
+		return nil
+	}
+	sort.Strings(f.Values)
+	f.MatchUnfiltered = props["match-unfiltered"] == "true"
+	return &f
 }
 
 func toLogSpec(o proto.OffsetSpec) streamlog.OffsetSpec {
@@ -109,7 +131,7 @@ func (s *subscription) start(spec proto.OffsetSpec) {
 		return
 	}
 	ra := s.c.srv.reg.readAhead(s.c.vh)
-	r, err := s.st.log.NewReader(toLogSpec(spec), streamlog.ReaderOptions{ReadAhead: ra, FileSections: true})
+	r, err := s.st.log.NewReader(toLogSpec(spec), streamlog.ReaderOptions{ReadAhead: ra, FileSections: true, Filter: s.filter})
 	if err != nil {
 		s.c.srv.log.Warn("stream: open reader", "stream", s.st.name, "err", err)
 		return

@@ -57,9 +57,11 @@
 // x-stream-partition-order, as RabbitMQ declares them; route resolves a
 // routing key through the exchange, partitions lists bindings in order.
 //
-// Not done: filter values of publish v2 are accepted but not stored (no
-// bloom filter in chunks), so a filtering consumer gets every chunk and
-// its client-side post-filter does the filtering. Everything runs on one node: metadata lists this
+// Filtering (publish v2, subscribe properties filter.N and
+// match-unfiltered): messages with a filter value put it in their chunk's
+// bloom filter, and a filtering subscription's reader skips chunks that
+// cannot hold a wanted value; the client filters the messages of the
+// chunks it gets, as with RabbitMQ. Everything runs on one node: metadata lists this
 // node (advertised host and port from config, else the listener's) as
 // leader of every stream, without replicas.
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -280,5 +281,55 @@ func TestHeartbeats(t *testing.T) {
 		t.Fatal(err)
 	} else if _, ok := c.(*proto.Heartbeat); !ok {
 		t.Fatalf("idle connection got %#v, want a heartbeat", c)
+	}
+}
+
+// TestFiltering: chunks whose bloom filter cannot hold a wanted filter
+// value are not delivered to a filtering subscription.
+func TestFiltering(t *testing.T) {
+	n := brokertest.Start(t)
+	r := dialRaw(t, n)
+	r.open()
+	if code(r.call(&proto.CreateStream{CorrelationID: 10, Stream: "f"})) != proto.CodeOK ||
+		code(r.call(&proto.DeclarePublisher{CorrelationID: 11, PublisherID: 1, Stream: "f"})) != proto.CodeOK {
+		t.Fatal("setup")
+	}
+	// Three chunks: eu, us, and unfiltered; each confirmed before the next.
+	for i, filter := range []string{"eu", "us", ""} {
+		r.send(&proto.Publish{Version: 2, PublisherID: 1, Messages: []proto.PublishedMessage{
+			{PublishingID: uint64(i + 1), Filter: filter, Entry: proto.SimpleEntry([]byte("m-" + filter)), Records: 1}}})
+		if _, ok := r.recv().(*proto.PublishConfirm); !ok {
+			t.Fatal("no confirm")
+		}
+	}
+	cases := []struct {
+		props map[string]string
+		want  []string
+	}{
+		{map[string]string{"filter.0": "eu"}, []string{"m-eu"}},
+		{map[string]string{"filter.0": "us", "filter.1": "eu"}, []string{"m-eu", "m-us"}},
+		{map[string]string{"filter.0": "us", "match-unfiltered": "true"}, []string{"m-us", "m-"}},
+		{nil, []string{"m-eu", "m-us", "m-"}},
+	}
+	for i, tc := range cases {
+		id := uint8(i + 2)
+		r.send(&proto.Subscribe{CorrelationID: uint32(20 + i), SubscriptionID: id, Stream: "f", Offset: proto.OffsetSpec{Type: proto.OffsetFirst}, Credit: 10, Properties: tc.props})
+		var got []string
+		_ = r.nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		for {
+			body, err := proto.ReadFrame(r.br, nil, 0)
+			if err != nil {
+				break
+			}
+			c, err := proto.Decode(body)
+			must(t, err)
+			if d, ok := c.(*proto.Deliver); ok && d.SubscriptionID == id {
+				// Header and data: the bloom filter stays on the server.
+				got = append(got, string(d.Chunk[proto.ChunkHeaderSize+4:]))
+			}
+		}
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("filter %v: got %v, want %v", tc.props, got, tc.want)
+		}
 	}
 }

@@ -87,3 +87,42 @@ func TestLargeChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestClientFiltering: the Go client's filtering producer (publish v2) and
+// filtering consumer.
+func TestClientFiltering(t *testing.T) {
+	n := brokertest.Start(t)
+	e := env(t, n)
+	must(t, e.DeclareStream("regions", nil))
+	region := func(m message.StreamMessage) string { return m.GetApplicationProperties()["region"].(string) }
+	for _, r := range []string{"eu", "us", "eu"} {
+		p, err := e.NewProducer("regions", stream.NewProducerOptions().SetFilter(stream.NewProducerFilter(region)))
+		must(t, err)
+		confirms := p.NotifyPublishConfirmation()
+		for i := range 50 {
+			m := amqp.NewMessage([]byte(r + "-" + strings.Repeat("x", i%3)))
+			m.ApplicationProperties = map[string]any{"region": r}
+			must(t, p.Send(m))
+		}
+		for got := 0; got < 50; {
+			got += len(<-confirms)
+		}
+		must(t, p.Close())
+	}
+	col := newCollector()
+	post := func(m *amqp.Message) bool { return m.ApplicationProperties["region"] == "eu" }
+	c, err := e.NewConsumer("regions", col.handle, stream.NewConsumerOptions().SetOffset(stream.OffsetSpecification{}.First()).
+		SetFilter(stream.NewConsumerFilter([]string{"eu"}, false, post)))
+	must(t, err)
+	defer c.Close()
+	got := col.wait(t, 100)
+	time.Sleep(200 * time.Millisecond)
+	if len(col.wait(t, 0)) != 100 {
+		t.Fatalf("filtering consumer got %d messages, want the 100 of eu", col.count())
+	}
+	for _, b := range got {
+		if !strings.HasPrefix(b, "eu-") {
+			t.Fatalf("got %q", b)
+		}
+	}
+}

@@ -150,11 +150,11 @@ func (st *streamState) add(c *conn, p *publisher, msgs []proto.PublishedMessage,
 			}
 			last = int64(m.PublishingID)
 		}
-		err := addEntry(st.batch, m.Entry)
+		err := addEntry(st.batch, m)
 		if errors.Is(err, streamlog.ErrBatchFull) && st.batch.Entries() > 0 {
 			st.flushLocked()
 			rec = nil
-			err = addEntry(st.batch, m.Entry)
+			err = addEntry(st.batch, m)
 		}
 		if err != nil {
 			return dups, err
@@ -175,9 +175,15 @@ func (st *streamState) add(c *conn, p *publisher, msgs []proto.PublishedMessage,
 	return dups, nil
 }
 
-// addEntry adds a publish frame's entry (simple or sub-batch) to b.
-func addEntry(b *streamlog.Batch, e []byte) error {
+// addEntry adds a publish frame's entry (simple or sub-batch) to b; a
+// simple message with a filter value (publish v2) goes into the chunk's
+// bloom filter.
+func addEntry(b *streamlog.Batch, m *proto.PublishedMessage) error {
+	e := m.Entry
 	if e[0]&0x80 == 0 {
+		if m.Filter != "" {
+			return b.AddFiltered(e[4:], m.Filter)
+		}
 		return b.AddSimple(e[4:])
 	}
 	return b.AddSubBatch((e[0]>>4)&0x7, binary.BigEndian.Uint16(e[1:3]), binary.BigEndian.Uint32(e[3:7]), e[11:])

@@ -60,6 +60,12 @@
 // data (read, or sendfile). Chunk.Entries iterates records with their
 // offsets (AMQP consumers of streams).
 //
+// Replication: Log.AppendChunks appends chunks exactly as another log's
+// Append built them (validated, in offset order), so replicas of a stream
+// hold the same chunks — ids, timestamps, CRCs — while each writes its own
+// segments and snapshots; a reader with ReaderOptions.Tracking yields the
+// chunks to ship, tracking chunks included.
+//
 // Retention (MaxBytes, MaxAge) removes whole segments, oldest first,
 // never the active one; it runs at every roll, on ApplyRetention and, with
 // MaxAge, on a timer (a tenth of MaxAge, between 1 s and 1 min).

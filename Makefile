@@ -6,7 +6,7 @@ DATA_DIR ?= ./data
 FUZZTIME ?= 10s
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build run test test-go test-fuzz lint generate bench bench-streams clean images manifests chart-crds docs-crd controller-gen helm envtest
+.PHONY: all build run test test-go test-fuzz lint generate bench bench-streams clean images manifests chart-crds docs-crd controller-gen helm helm-path envtest
 
 all: build
 
@@ -69,16 +69,27 @@ $(HELM):
 	GOBIN=$(BIN)/.tmp-helm $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 	mv $(BIN)/.tmp-helm/helm $@ && rmdir $(BIN)/.tmp-helm
 
+# helm-path: build helm if needed and print its path (the chart tests use it).
+helm-path: helm
+	@echo $(HELM)
+
 ## manifests: regenerate the Broker CRD and the operator's RBAC from the markers, copy the CRD into the chart
 manifests: controller-gen
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=warren-operator paths=./controllers/... output:rbac:artifacts:config=config/rbac
+	@# The tests install prometheus-operator's ServiceMonitor CRD, generated from the pinned API types.
+	rm -rf $(BIN)/.tmp-monitoring-crds
+	$(CONTROLLER_GEN) crd:allowDangerousTypes=true paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1 output:crd:dir=$(BIN)/.tmp-monitoring-crds
+	cp $(BIN)/.tmp-monitoring-crds/monitoring.coreos.com_servicemonitors.yaml controllers/testdata/crds/
+	rm -rf $(BIN)/.tmp-monitoring-crds
 	$(MAKE) chart-crds
 
-## chart-crds: copy the generated CRDs into the Helm chart (never edit the chart's copy)
+## chart-crds: copy the generated CRDs and RBAC rules into the Helm chart (never edit the chart's copies)
 chart-crds:
 	@mkdir -p charts/warren-operator/crds
 	cp config/crd/bases/*.yaml charts/warren-operator/crds/
+	@mkdir -p charts/warren-operator/files
+	cp config/rbac/role.yaml charts/warren-operator/files/role.yaml
 
 ## docs-crd: regenerate the CRD reference in docs/operator.md from the generated CRD
 docs-crd:

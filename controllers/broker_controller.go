@@ -1,0 +1,121 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	warrenv1 "github.com/warrenmq/warren/api/v1alpha1"
+	"github.com/warrenmq/warren/controllers/resource"
+)
+
+// DefaultBrokerImage is the image a Broker runs when it names none and the
+// operator was given no other default.
+const DefaultBrokerImage = "docker.io/warrenmq/warren:latest"
+
+// BrokerReconciler reconciles Broker objects.
+type BrokerReconciler struct {
+	client.Client
+	// Recorder emits an event for every outcome a user may care about.
+	Recorder events.EventRecorder
+	// DefaultImage is the broker image used when spec.image is empty.
+	DefaultImage string
+	// BrokerURL returns the HTTP API root of a Broker's cluster; nil means
+	// its client Service inside the cluster
+	// (http://<name>.<namespace>.svc:15672). An operator running outside the
+	// cluster, or a test, points it elsewhere.
+	BrokerURL func(b *warrenv1.Broker) string
+	// PolicyResync is how often vhost policies are compared with the
+	// cluster's even when nothing changed (drift correction); 0 means 5 min.
+	PolicyResync time.Duration
+}
+
+// +kubebuilder:rbac:groups=warrenmq.io,resources=brokers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=warrenmq.io,resources=brokers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=warrenmq.io,resources=brokers/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets;services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Reconcile brings one Broker's children and cluster in line with its spec
+// and reports what it found in its status.
+func (r *BrokerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	b := &warrenv1.Broker{}
+	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !b.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, b)
+	}
+	if added, err := r.ensureFinalizer(ctx, b); err != nil || added {
+		return ctrl.Result{Requeue: added}, err
+	}
+
+	out := &outcome{}
+	var result ctrl.Result
+	var err error
+	if r.paused(b) {
+		r.reportPaused(b, out)
+	} else {
+		result, err = r.reconcileSpec(ctx, b, out)
+	}
+	if serr := r.updateStatus(ctx, b, out); serr != nil && err == nil {
+		err = serr
+	}
+	return result, err
+}
+
+// reconcileSpec runs the concerns that change the cluster.
+func (r *BrokerReconciler) reconcileSpec(ctx context.Context, b *warrenv1.Broker, out *outcome) (ctrl.Result, error) {
+	sts, err := r.currentStatefulSet(ctx, b)
+	if err != nil {
+		return ctrl.Result{}, out.fail(warrenv1.ReasonChildError, err)
+	}
+	replicas := r.guardScaleDown(b, sts, out)
+	if err := r.reconcileChildren(ctx, b, replicas, out); err != nil {
+		return ctrl.Result{}, err
+	}
+	if out.reason == warrenv1.ReasonInvalidSpec {
+		// Nothing to retry until the user fixes the spec (a new generation).
+		return ctrl.Result{}, nil
+	}
+	if err := r.reconcilePVCs(ctx, b, out); err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.reconcileVhosts(ctx, b, out)
+}
+
+func (r *BrokerReconciler) brokerURL(b *warrenv1.Broker) string {
+	if r.BrokerURL != nil {
+		return r.BrokerURL(b)
+	}
+	return fmt.Sprintf("http://%s:%d", resource.ClientHost(b), resource.PortHTTP)
+}
+
+// SetupWithManager registers the reconciler: it watches Brokers and the
+// children they own.
+func (r *BrokerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.DefaultImage == "" {
+		r.DefaultImage = DefaultBrokerImage
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&warrenv1.Broker{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Secret{}).
+		Owns(&corev1.Service{}).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Named("broker").
+		Complete(r)
+}

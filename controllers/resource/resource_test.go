@@ -1,0 +1,133 @@
+package resource
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	warrenv1 "github.com/warrenmq/warren/api/v1alpha1"
+)
+
+func broker(mutate ...func(*warrenv1.Broker)) *warrenv1.Broker {
+	b := &warrenv1.Broker{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "ns"}, Spec: warrenv1.BrokerSpec{Replicas: ptr.To[int32](3)}}
+	for _, m := range mutate {
+		m(b)
+	}
+	return b
+}
+
+func TestBrokerConfigMergesSpecConfig(t *testing.T) {
+	cases := []struct {
+		name    string
+		config  string
+		want    []string
+		wantErr error
+	}{
+		{"defaults", "", []string{"data_dir: /var/lib/warren", "loopback_users: []", "dns: w-nodes.ns.svc", "listen: :25672"}, nil},
+		{"nested keys merge", `{"cluster": {"seeds": ["a:25672"]}, "limits": {"max_message_size": 1024}}`,
+			[]string{"dns: w-nodes.ns.svc", "- a:25672", "max_message_size: 1024"}, nil},
+		{"user overrides", `{"amqp": {"listen": ":5673"}}`, []string{"listen: :5673"}, nil},
+		{"not an object", `[1, 2]`, nil, ErrInvalidSpec},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := broker(func(b *warrenv1.Broker) {
+				if tc.config != "" {
+					b.Spec.Config = &apiextensionsv1.JSON{Raw: []byte(tc.config)}
+				}
+			})
+			got, err := BrokerConfig(b)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err %v, want %v", err, tc.wantErr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("config lacks %q:\n%s", w, got)
+				}
+			}
+			again, _ := BrokerConfig(b)
+			if ConfigHash(again) != ConfigHash(got) {
+				t.Error("rendering is not deterministic")
+			}
+		})
+	}
+}
+
+func TestStatefulSetUpdateKeepsClaimTemplateAndAppliesOverride(t *testing.T) {
+	b := broker(func(b *warrenv1.Broker) {
+		b.Spec.Override.StatefulSet = &apiextensionsv1.JSON{Raw: []byte(`{"spec": {"template": {"spec": {"containers": [{"name": "warren", "env": [{"name": "EXTRA", "value": "1"}]}]}}}}`)}
+	})
+	bld := &StatefulSetBuilder{Broker: b, DefaultImage: "img", Replicas: 3, ConfigHash: "h"}
+	obj, _ := bld.Build()
+	if err := bld.Update(obj); err != nil {
+		t.Fatal(err)
+	}
+	sts := obj.(*appsv1.StatefulSet)
+	env := sts.Spec.Template.Spec.Containers[0].Env
+	if env[len(env)-1].Name != "EXTRA" && env[0].Name != "EXTRA" {
+		t.Errorf("override env not merged: %v", env)
+	}
+	if len(env) < 7 {
+		t.Errorf("override replaced the operator's env instead of merging: %v", env)
+	}
+	// The claim template of an existing StatefulSet is immutable: kept.
+	sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName = ptr.To("old")
+	b.Spec.Persistence.StorageClassName = ptr.To("new")
+	if err := bld.Update(sts); err != nil {
+		t.Fatal(err)
+	}
+	if *sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName != "old" {
+		t.Error("Update changed the immutable claim template")
+	}
+
+	b.Spec.Override.StatefulSet = &apiextensionsv1.JSON{Raw: []byte(`{"spec": {"replicas": "three"}}`)}
+	if err := bld.Update(sts); !errors.Is(err, ErrInvalidSpec) {
+		t.Errorf("bad override: err %v, want ErrInvalidSpec", err)
+	}
+}
+
+func TestDefaultUserSecretGeneratedOnceThenKept(t *testing.T) {
+	b := broker()
+	bld := &DefaultUserSecretBuilder{Broker: b}
+	obj, _ := bld.Build()
+	if err := bld.Update(obj); err != nil {
+		t.Fatal(err)
+	}
+	sec := obj.(*corev1.Secret)
+	user, pass := string(sec.Data[KeyUsername]), string(sec.Data[KeyPassword])
+	if user == "" || len(pass) != 24 {
+		t.Fatalf("generated %q / %q", user, pass)
+	}
+	if err := bld.Update(sec); err != nil {
+		t.Fatal(err)
+	}
+	if string(sec.Data[KeyPassword]) != pass || string(sec.Data[KeyUsername]) != user {
+		t.Error("credentials regenerated on update")
+	}
+	other, _ := bld.Build()
+	_ = bld.Update(other)
+	if string(other.(*corev1.Secret).Data[KeyPassword]) == pass {
+		t.Error("two Brokers got the same password")
+	}
+}
+
+func TestClientServiceKeepsNodePorts(t *testing.T) {
+	b := broker(func(b *warrenv1.Broker) { b.Spec.Service.Type = corev1.ServiceTypeNodePort })
+	bld := &ClientServiceBuilder{Broker: b}
+	obj, _ := bld.Build()
+	_ = bld.Update(obj)
+	svc := obj.(*corev1.Service)
+	svc.Spec.Ports[0].NodePort = 30672
+	if err := bld.Update(svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.Ports[0].NodePort != 30672 {
+		t.Error("allocated node port dropped")
+	}
+}

@@ -1,0 +1,98 @@
+package resource
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	warrenv1 "github.com/warrenmq/warren/api/v1alpha1"
+)
+
+// DefaultUserSecretBuilder builds the Secret with the default user's
+// credentials. A username and password already in the Secret are kept
+// (a user may create the Secret before the Broker to choose them); missing
+// ones are generated. The broker creates this user, as an administrator, on
+// its first start; changing the Secret later does not change the user.
+type DefaultUserSecretBuilder struct{ Broker *warrenv1.Broker }
+
+// Build returns the empty Secret.
+func (s *DefaultUserSecretBuilder) Build() (client.Object, error) {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: DefaultUserSecretName(s.Broker), Namespace: s.Broker.Namespace}}, nil
+}
+
+// Update fills in the credentials and the connection details.
+func (s *DefaultUserSecretBuilder) Update(obj client.Object) error {
+	sec := obj.(*corev1.Secret)
+	sec.Labels = mergeLabels(sec.Labels, Labels(s.Broker))
+	if sec.Type == "" {
+		sec.Type = corev1.SecretTypeOpaque
+	}
+	if sec.Data == nil {
+		sec.Data = map[string][]byte{}
+	}
+	if len(sec.Data[KeyUsername]) == 0 {
+		u, err := randomString(12)
+		if err != nil {
+			return err
+		}
+		sec.Data[KeyUsername] = []byte("default_user_" + u)
+	}
+	if len(sec.Data[KeyPassword]) == 0 {
+		p, err := randomString(24)
+		if err != nil {
+			return err
+		}
+		sec.Data[KeyPassword] = []byte(p)
+	}
+	host := ClientHost(s.Broker)
+	sec.Data[KeyHost] = []byte(host)
+	sec.Data[KeyPort] = []byte(strconv.Itoa(PortAMQP))
+	u := url.URL{Scheme: "amqp", User: url.UserPassword(string(sec.Data[KeyUsername]), string(sec.Data[KeyPassword])),
+		Host: fmt.Sprintf("%s:%d", host, PortAMQP)}
+	sec.Data[KeyURI] = []byte(u.String())
+	return nil
+}
+
+// JoinSecretBuilder builds the Secret with the token nodes present to each
+// other to join the cluster. The token is generated once and kept.
+type JoinSecretBuilder struct{ Broker *warrenv1.Broker }
+
+// Build returns the empty Secret.
+func (s *JoinSecretBuilder) Build() (client.Object, error) {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: JoinSecretName(s.Broker), Namespace: s.Broker.Namespace}}, nil
+}
+
+// Update generates the token when it is missing.
+func (s *JoinSecretBuilder) Update(obj client.Object) error {
+	sec := obj.(*corev1.Secret)
+	sec.Labels = mergeLabels(sec.Labels, Labels(s.Broker))
+	if sec.Type == "" {
+		sec.Type = corev1.SecretTypeOpaque
+	}
+	if sec.Data == nil {
+		sec.Data = map[string][]byte{}
+	}
+	if len(sec.Data[KeyToken]) == 0 {
+		t, err := randomString(48)
+		if err != nil {
+			return err
+		}
+		sec.Data[KeyToken] = []byte(t)
+	}
+	return nil
+}
+
+// randomString returns n URL-safe random characters.
+func randomString(n int) (string, error) {
+	buf := make([]byte, n)
+	if _, err := rand.Read(buf); err != nil {
+		return "", fmt.Errorf("generate secret: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(buf)[:n], nil
+}

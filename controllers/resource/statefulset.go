@@ -1,0 +1,262 @@
+package resource
+
+import (
+	"fmt"
+	"path"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	warrenv1 "github.com/warrenmq/warren/api/v1alpha1"
+)
+
+// UID and GID the broker runs as (the nonroot user of the warren image).
+const nonRootID = 65532
+
+// DataVolumeName is the name of the PVC template (PVCs are data-<pod>).
+const DataVolumeName = "data"
+
+// StatefulSetBuilder builds the StatefulSet of broker nodes.
+type StatefulSetBuilder struct {
+	Broker       *warrenv1.Broker
+	DefaultImage string
+	// Replicas to run (the reconciler's decision, see Options.Replicas).
+	Replicas int32
+	// ConfigHash goes on the pod template: a new hash rolls the pods.
+	ConfigHash string
+}
+
+// Build returns the empty StatefulSet.
+func (s *StatefulSetBuilder) Build() (client.Object, error) {
+	return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: StatefulSetName(s.Broker), Namespace: s.Broker.Namespace}}, nil
+}
+
+// Update sets the spec, keeping what cannot change once created (the PVC
+// template, which the PVC reconcile grows by other means) and applying
+// spec.override.statefulSet last.
+func (s *StatefulSetBuilder) Update(obj client.Object) error {
+	sts := obj.(*appsv1.StatefulSet)
+	desired := s.desired()
+	if o := s.Broker.Spec.Override.StatefulSet; o != nil && len(o.Raw) > 0 {
+		if err := applyPatch(desired, o.Raw, "spec.override.statefulSet"); err != nil {
+			return err
+		}
+	}
+	sts.Labels = mergeLabels(sts.Labels, desired.Labels)
+	claims := sts.Spec.VolumeClaimTemplates
+	sts.Spec = desired.Spec
+	if len(claims) > 0 {
+		sts.Spec.VolumeClaimTemplates = claims
+	}
+	return nil
+}
+
+// Image is the broker image the StatefulSet runs.
+func (s *StatefulSetBuilder) Image() string {
+	if s.Broker.Spec.Image != "" {
+		return s.Broker.Spec.Image
+	}
+	return s.DefaultImage
+}
+
+func (s *StatefulSetBuilder) desired() *appsv1.StatefulSet {
+	b := s.Broker
+	labels := Labels(b)
+	selector := SelectorLabels(b)
+	headless := HeadlessServiceName(b)
+	pvc := PersistentVolumeClaimTemplate(b)
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: StatefulSetName(b), Namespace: b.Namespace, Labels: labels},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptr.To(s.Replicas),
+			Selector:            &metav1.LabelSelector{MatchLabels: selector},
+			ServiceName:         headless,
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
+				Type:          appsv1.RollingUpdateStatefulSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](0)},
+			},
+			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{pvc},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      labels,
+					Annotations: map[string]string{ConfigHashAnnotation: s.ConfigHash},
+				},
+				Spec: s.podSpec(),
+			},
+		},
+	}
+}
+
+// PersistentVolumeClaimTemplate is the PVC every node gets.
+func PersistentVolumeClaimTemplate(b *warrenv1.Broker) corev1.PersistentVolumeClaim {
+	size := b.Spec.Persistence.Size
+	if size.IsZero() {
+		size = resource.MustParse("10Gi")
+	}
+	return corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: DataVolumeName, Labels: SelectorLabels(b)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: b.Spec.Persistence.StorageClassName,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+		},
+	}
+}
+
+func (s *StatefulSetBuilder) podSpec() corev1.PodSpec {
+	b := s.Broker
+	grace := int64(300)
+	if b.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *b.Spec.TerminationGracePeriodSeconds
+	}
+	affinity := b.Spec.Affinity
+	if affinity == nil {
+		affinity = defaultAffinity(b)
+	}
+	spread := b.Spec.TopologySpreadConstraints
+	if len(spread) == 0 {
+		spread = defaultTopologySpread(b)
+	}
+	return corev1.PodSpec{
+		TerminationGracePeriodSeconds: ptr.To(grace),
+		ImagePullSecrets:              b.Spec.ImagePullSecrets,
+		Affinity:                      affinity,
+		Tolerations:                   b.Spec.Tolerations,
+		TopologySpreadConstraints:     spread,
+		AutomountServiceAccountToken:  ptr.To(false),
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot:        ptr.To(true),
+			RunAsUser:           ptr.To[int64](nonRootID),
+			RunAsGroup:          ptr.To[int64](nonRootID),
+			FSGroup:             ptr.To[int64](nonRootID),
+			FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+			SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		Containers: []corev1.Container{s.container()},
+		Volumes: []corev1.Volume{
+			{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(b)}}}},
+			{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		},
+	}
+}
+
+func (s *StatefulSetBuilder) container() corev1.Container {
+	b := s.Broker
+	headless := HeadlessServiceName(b)
+	secretEnv := func(name, secret, key string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}}}
+	}
+	httpProbe := func(p string, period, failures int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: p, Port: intstr.FromString("http")}},
+			PeriodSeconds:    period,
+			TimeoutSeconds:   5,
+			FailureThreshold: failures,
+		}
+	}
+	resources := defaultResources()
+	if b.Spec.Resources != nil {
+		resources = *b.Spec.Resources
+	}
+	pullPolicy := b.Spec.ImagePullPolicy
+	if pullPolicy == "" {
+		pullPolicy = corev1.PullIfNotPresent
+	}
+	return corev1.Container{
+		Name:            "warren",
+		Image:           s.Image(),
+		ImagePullPolicy: pullPolicy,
+		Args:            []string{"serve", "--config", path.Join(ConfigDir, ConfigFile)},
+		Env: []corev1.EnvVar{
+			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+			{Name: "WARREN_NODE_NAME", Value: fmt.Sprintf("warren@$(POD_NAME).%s.$(POD_NAMESPACE)", headless)},
+			{Name: "WARREN_STREAM_ADVERTISED_HOST", Value: fmt.Sprintf("$(POD_NAME).%s.$(POD_NAMESPACE).svc", headless)},
+			secretEnv("WARREN_AUTH_DEFAULT_USER", DefaultUserSecretName(b), KeyUsername),
+			secretEnv("WARREN_AUTH_DEFAULT_PASS", DefaultUserSecretName(b), KeyPassword),
+			secretEnv("WARREN_CLUSTER_TOKEN", JoinSecretName(b), KeyToken),
+		},
+		Ports: []corev1.ContainerPort{
+			{Name: "amqp", ContainerPort: PortAMQP, Protocol: corev1.ProtocolTCP},
+			{Name: "stream", ContainerPort: PortStream, Protocol: corev1.ProtocolTCP},
+			{Name: "http", ContainerPort: PortHTTP, Protocol: corev1.ProtocolTCP},
+			{Name: "prometheus", ContainerPort: PortPrometheus, Protocol: corev1.ProtocolTCP},
+			{Name: "cluster", ContainerPort: PortCluster, Protocol: corev1.ProtocolTCP},
+		},
+		Resources: resources,
+		// Recovery of a large data directory may take minutes: the startup
+		// probe allows 10 of them before liveness takes over.
+		StartupProbe:   httpProbe("/healthz", 5, 120),
+		LivenessProbe:  httpProbe("/healthz", 10, 6),
+		ReadinessProbe: httpProbe("/readyz", 5, 3),
+		Lifecycle: &corev1.Lifecycle{
+			// Drain: the pod is already out of the Services' endpoints when
+			// preStop runs; waiting lets every proxy stop sending it new
+			// connections before SIGTERM makes the node close its clients,
+			// fsync its queues and hand over leadership.
+			PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 10}},
+		},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: DataVolumeName, MountPath: DataDir},
+			{Name: "config", MountPath: ConfigDir, ReadOnly: true},
+			{Name: "tmp", MountPath: "/tmp"},
+		},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot:             ptr.To(true),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+	}
+}
+
+func defaultResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("250m"),
+			corev1.ResourceMemory: resource.MustParse("512Mi"),
+		},
+		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+	}
+}
+
+// defaultAffinity prefers (never requires) one broker pod per node, so that
+// every replica still schedules on a single-node cluster.
+func defaultAffinity(b *warrenv1.Broker) *corev1.Affinity {
+	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+			Weight: 100,
+			PodAffinityTerm: corev1.PodAffinityTerm{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: SelectorLabels(b)},
+				TopologyKey:   corev1.LabelHostname,
+			},
+		}},
+	}}
+}
+
+// defaultTopologySpread spreads the pods over zones, then nodes, as far as
+// the cluster allows (ScheduleAnyway).
+func defaultTopologySpread(b *warrenv1.Broker) []corev1.TopologySpreadConstraint {
+	var out []corev1.TopologySpreadConstraint
+	for _, key := range []string{corev1.LabelTopologyZone, corev1.LabelHostname} {
+		out = append(out, corev1.TopologySpreadConstraint{
+			MaxSkew:           1,
+			TopologyKey:       key,
+			WhenUnsatisfiable: corev1.ScheduleAnyway,
+			LabelSelector:     &metav1.LabelSelector{MatchLabels: SelectorLabels(b)},
+		})
+	}
+	return out
+}

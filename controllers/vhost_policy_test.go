@@ -1,0 +1,229 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	warrenv1 "github.com/warrenmq/warren/api/v1alpha1"
+	"github.com/warrenmq/warren/controllers/brokerapi"
+)
+
+// warrenProcess is a real warren node started by a test.
+type warrenProcess struct {
+	cmd     *exec.Cmd
+	apiURL  string
+	user    string
+	pass    string
+	logFile string
+}
+
+// startWarren builds cmd/warren and runs it with the config file the
+// operator rendered (listeners moved to free loopback ports, data in a temp
+// dir) and the default user from the environment, as the StatefulSet does.
+func startWarren(t *testing.T, configYAML, user, pass string) *warrenProcess {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "warren")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/warren")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/warren: %v\n%s", err, out)
+	}
+	cfg := filepath.Join(dir, "warren.yaml")
+	if err := os.WriteFile(cfg, []byte(configYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"serve", "--config", cfg, "--data-dir", filepath.Join(dir, "data")}
+	var apiPort int
+	for _, key := range []string{"amqp.listen", "stream.listen", "http.listen", "prometheus.listen", "cluster.listen"} {
+		p := freePort(t)
+		if key == "http.listen" {
+			apiPort = p
+		}
+		args = append(args, "--set", fmt.Sprintf("%s=127.0.0.1:%d", key, p))
+	}
+	p := &warrenProcess{apiURL: fmt.Sprintf("http://127.0.0.1:%d", apiPort), user: user, pass: pass, logFile: filepath.Join(dir, "warren.log")}
+	logf, err := os.Create(p.logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = append(os.Environ(), "WARREN_AUTH_DEFAULT_USER="+user, "WARREN_AUTH_DEFAULT_PASS="+pass)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start warren: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+		if t.Failed() {
+			out, _ := os.ReadFile(p.logFile)
+			t.Logf("warren log:\n%s", out)
+		}
+	})
+	eventually(t, 30*time.Second, "warren /readyz", func() error {
+		resp, err := http.Get(p.apiURL + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %s", resp.Status)
+		}
+		return nil
+	})
+	return p
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// vhost reads a vhost straight from the broker's API, as a user with curl would.
+func (p *warrenProcess) vhost(name string) (map[string]any, error) {
+	req, err := http.NewRequest(http.MethodGet, p.apiURL+"/api/vhosts/"+name, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.SetBasicAuth(p.user, p.pass)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET vhost %s: %s", name, resp.Status)
+	}
+	var v map[string]any
+	return v, json.NewDecoder(resp.Body).Decode(&v)
+}
+
+// expectVhost waits until the broker reports the vhost with the given
+// default queue type and storage (as the API's JSON, missing keys absent).
+func (p *warrenProcess) expectVhost(t *testing.T, name, queueType string, storage map[string]any) {
+	t.Helper()
+	eventually(t, 30*time.Second, "vhost "+name+" on the broker", func() error {
+		v, err := p.vhost(name)
+		if err != nil {
+			return err
+		}
+		got, _ := v["storage"].(map[string]any)
+		if got == nil {
+			got = map[string]any{}
+		}
+		if v["default_queue_type"] != queueType || !reflect.DeepEqual(got, storage) {
+			return fmt.Errorf("default_queue_type %v storage %v; want %s %v", v["default_queue_type"], got, queueType, storage)
+		}
+		return nil
+	})
+}
+
+// Issue 4 item 3: per-vhost storage policies reach a running broker through
+// its HTTP API, and a policy change rolls no pod.
+func TestVhostPoliciesReachRunningBrokerWithoutRestart(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	b := newBroker(ns, "policies", func(b *warrenv1.Broker) {
+		b.Spec.Vhosts = []warrenv1.VhostSpec{
+			{Name: "orders", DefaultQueueType: "quorum", Storage: warrenv1.VhostStorage{QueueVersion: ptr.To[int32](1), EmbedMessagesBelow: ptr.To[int32](1024)}},
+			{Name: "events", DefaultQueueType: "stream", Storage: warrenv1.VhostStorage{StreamReadAhead: ptr.To(false)}},
+		}
+	})
+	createBroker(t, b)
+
+	// The node runs with the config file and the credentials the operator made.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "policies-config"}}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "policies-default-user"}}
+	eventually(t, 20*time.Second, "ConfigMap and Secret", func() error {
+		if err := getObj(cm); err != nil {
+			return err
+		}
+		return getObj(sec)
+	})
+	node := startWarren(t, cm.Data["warren.yaml"], string(sec.Data["username"]), string(sec.Data["password"]))
+	brokerURLs.Store(ns+"/"+b.Name, node.apiURL)
+	setReady(t, b, 3)
+
+	node.expectVhost(t, "orders", "quorum", map[string]any{"queue-version": 1.0, "embed-messages-below": 1024.0})
+	node.expectVhost(t, "events", "stream", map[string]any{"stream-read-ahead": false})
+	eventFor(t, b, "VhostPolicyApplied", `created vhost "orders"`)
+
+	sts := statefulSetOf(t, b)
+	template := sts.Spec.Template.DeepCopy()
+	generation := sts.Generation
+
+	updateBroker(t, b, func(b *warrenv1.Broker) {
+		b.Spec.Vhosts[0].Storage = warrenv1.VhostStorage{QueueVersion: ptr.To[int32](2), EmbedMessagesBelow: ptr.To[int32](8192)}
+		b.Spec.Vhosts[1].Storage = warrenv1.VhostStorage{StreamReadAhead: ptr.To(true), StreamReadAheadLimit: ptr.To[int32](65536)}
+	})
+	node.expectVhost(t, "orders", "quorum", map[string]any{"queue-version": 2.0, "embed-messages-below": 8192.0})
+	node.expectVhost(t, "events", "stream", map[string]any{"stream-read-ahead": true, "stream-read-ahead-limit": 65536.0})
+	eventFor(t, b, "VhostPolicyApplied", `updated vhost "events"`)
+
+	if err := getObj(sts); err != nil {
+		t.Fatal(err)
+	}
+	if sts.Generation != generation || !reflect.DeepEqual(&sts.Spec.Template, template) {
+		t.Errorf("a policy change touched the StatefulSet: generation %d -> %d", generation, sts.Generation)
+	}
+	eventually(t, 10*time.Second, "status.vhosts", func() error {
+		if err := getObj(b); err != nil {
+			return err
+		}
+		if len(b.Status.Vhosts) != 2 || b.Status.Vhosts[1].ObservedGeneration != b.Generation {
+			return fmt.Errorf("status.vhosts %+v at generation %d", b.Status.Vhosts, b.Generation)
+		}
+		return nil
+	})
+	condition(t, b, warrenv1.ConditionReconcileSuccess, metav1.ConditionTrue, warrenv1.ReasonSuccess)
+
+	// A change made behind the operator's back is undone at the next resync.
+	api := &brokerapi.Client{BaseURL: node.apiURL, Username: node.user, Password: node.pass}
+	if err := api.PutVhost(ctx, brokerapi.Vhost{Name: "orders", DefaultQueueType: "classic", Storage: brokerapi.Storage{QueueVersion: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	node.expectVhost(t, "orders", "quorum", map[string]any{"queue-version": 2.0, "embed-messages-below": 8192.0})
+}
+
+// When the broker refuses a policy or cannot be reached, the Broker says so.
+func TestVhostPolicyErrorIsReported(t *testing.T) {
+	ns := newNamespace(t)
+	b := newBroker(ns, "unreachable", func(b *warrenv1.Broker) {
+		b.Spec.Vhosts = []warrenv1.VhostSpec{{Name: "orders"}}
+	})
+	createBroker(t, b)
+	setReady(t, b, 3)
+	condition(t, b, warrenv1.ConditionReconcileSuccess, metav1.ConditionFalse, warrenv1.ReasonVhostPolicyError)
+	e := eventFor(t, b, warrenv1.ReasonVhostPolicyError, `vhost "orders"`)
+	if !strings.Contains(e.Note, "connection refused") {
+		t.Errorf("event note %q does not say why", e.Note)
+	}
+}

@@ -351,7 +351,3 @@ type VhostStatus struct {
 	// vhost the cluster has.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Broker{}, &BrokerList{})
-}

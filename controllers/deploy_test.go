@@ -96,8 +96,7 @@ func installServiceMonitorCRD(t *testing.T) {
 func TestKustomizeBasesBuildAndApply(t *testing.T) {
 	kc := kubeconfig(t)
 	ensureNamespace(t, "warren-system")
-	installServiceMonitorCRD(t)
-	for _, dir := range []string{"config/default", "config/prometheus"} {
+	for _, dir := range []string{"config/default"} { // config/prometheus: see TestServiceMonitorWithAndWithoutCRD
 		t.Run(dir, func(t *testing.T) {
 			out := run(t, nil, kubectl(), "kustomize", dir)
 			report := dryRunApply(t, kc, out)
@@ -152,15 +151,14 @@ func TestHelmChart(t *testing.T) {
 		t.Error("charts/warren-operator/crds differs from config/crd/bases: run make manifests")
 	}
 
-	installServiceMonitorCRD(t)
-	cases := []struct {
+	cases := []struct { // with serviceMonitor.enabled: see TestServiceMonitorWithAndWithoutCRD
 		name string
 		args []string
 		want []string
 	}{
 		{"defaults", nil, []string{"deployment.apps/wo-warren-operator", "clusterrolebinding.rbac.authorization.k8s.io/wo-warren-operator"}},
-		{"watch namespaces and ServiceMonitor", []string{"--set", "watchNamespaces={team-a,team-b}", "--set", "serviceMonitor.enabled=true", "--set", "replicaCount=2"},
-			[]string{"rolebinding.rbac.authorization.k8s.io/wo-warren-operator", "servicemonitor.monitoring.coreos.com/wo-warren-operator"}},
+		{"watch namespaces", []string{"--set", "watchNamespaces={team-a,team-b}", "--set", "replicaCount=2"},
+			[]string{"rolebinding.rbac.authorization.k8s.io/wo-warren-operator"}},
 	}
 	ensureNamespace(t, "operators")
 	ensureNamespace(t, "team-a")

@@ -48,7 +48,9 @@ func (r *BrokerReconciler) reconcileChildren(ctx context.Context, b *warrenv1.Br
 			return out.fail(warrenv1.ReasonChildError, err)
 		}
 		kind := r.kindOf(obj)
+		var before string
 		op, err := controllerutil.CreateOrUpdate(ctx, r.Client, obj, func() error {
+			before = obj.GetResourceVersion()
 			if err := bld.Update(obj); err != nil {
 				return err
 			}
@@ -68,6 +70,9 @@ func (r *BrokerReconciler) reconcileChildren(ctx context.Context, b *warrenv1.Br
 		case controllerutil.OperationResultCreated:
 			r.Recorder.Eventf(b, obj, corev1.EventTypeNormal, "Created", "Create", "created %s %s", kind, obj.GetName())
 		case controllerutil.OperationResultUpdated:
+			if obj.GetResourceVersion() == before {
+				continue // only fields the API server defaults differed: nothing changed
+			}
 			r.Recorder.Eventf(b, obj, corev1.EventTypeNormal, "Updated", "Update", "updated %s %s", kind, obj.GetName())
 		}
 	}

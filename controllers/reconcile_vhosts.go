@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,11 +48,23 @@ func (r *BrokerReconciler) reconcileVhosts(ctx context.Context, b *warrenv1.Brok
 		return ctrl.Result{}, out.fail(warrenv1.ReasonVhostPolicyError, err)
 	}
 	applied := make([]warrenv1.VhostStatus, 0, len(b.Spec.Vhosts))
+	// One event per reconcile lists every change: events of one object with
+	// the same reason are merged into a series that keeps the first note.
+	var changes []string
+	defer func() {
+		if len(changes) > 0 {
+			r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "VhostPolicyApplied", "ApplyVhost", "%s (no restart)", strings.Join(changes, "; "))
+		}
+	}()
 	for _, v := range b.Spec.Vhosts {
-		if err := r.applyVhost(ctx, b, api, v); err != nil {
+		change, err := r.applyVhost(ctx, api, v)
+		if err != nil {
 			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, warrenv1.ReasonVhostPolicyError, "ApplyVhost", "%v", err)
 			b.Status.Vhosts = applied
 			return ctrl.Result{}, out.fail(warrenv1.ReasonVhostPolicyError, err)
+		}
+		if change != "" {
+			changes = append(changes, change)
 		}
 		applied = append(applied, warrenv1.VhostStatus{Name: v.Name, ObservedGeneration: b.Generation})
 	}
@@ -59,26 +72,26 @@ func (r *BrokerReconciler) reconcileVhosts(ctx context.Context, b *warrenv1.Brok
 	return ctrl.Result{RequeueAfter: resync}, nil
 }
 
-func (r *BrokerReconciler) applyVhost(ctx context.Context, b *warrenv1.Broker, api *brokerapi.Client, v warrenv1.VhostSpec) error {
+// applyVhost makes one vhost match the spec and describes the change it
+// made ("" when there was none).
+func (r *BrokerReconciler) applyVhost(ctx context.Context, api *brokerapi.Client, v warrenv1.VhostSpec) (string, error) {
 	want := desiredVhost(v)
 	have, err := api.Vhost(ctx, v.Name)
 	exists := err == nil
 	if err != nil && !errors.Is(err, brokerapi.ErrNotFound) {
-		return fmt.Errorf("vhost %q: %w", v.Name, err)
+		return "", fmt.Errorf("vhost %q: %w", v.Name, err)
 	}
 	if exists && have.Storage.Equal(want.Storage) && have.DefaultQueueType == want.DefaultQueueType {
-		return nil
+		return "", nil
 	}
 	if err := api.PutVhost(ctx, want); err != nil {
-		return fmt.Errorf("vhost %q: %w", v.Name, err)
+		return "", fmt.Errorf("vhost %q: %w", v.Name, err)
 	}
 	verb := "updated"
 	if !exists {
 		verb = "created"
 	}
-	r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "VhostPolicyApplied", "ApplyVhost",
-		"%s vhost %q: default queue type %s, storage %s (no restart)", verb, v.Name, want.DefaultQueueType, describeStorage(want.Storage))
-	return nil
+	return fmt.Sprintf("%s vhost %q: default queue type %s, storage %s", verb, v.Name, want.DefaultQueueType, describeStorage(want.Storage)), nil
 }
 
 // desiredVhost maps the spec to the API's names; unset fields are zero,

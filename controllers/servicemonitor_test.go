@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	warrenv1 "github.com/warrenmq/warren/api/v1alpha1"
 )
@@ -31,11 +31,7 @@ func TestServiceMonitorWithAndWithoutCRD(t *testing.T) {
 		t.Fatal("a ServiceMonitor exists before its CRD")
 	}
 
-	if _, err := envtest.InstallCRDs(testConfig, envtest.CRDInstallOptions{
-		Paths: []string{filepath.Join("testdata", "crds", "monitoring.coreos.com_servicemonitors.yaml")}, ErrorIfPathMissing: true,
-	}); err != nil {
-		t.Fatalf("install the ServiceMonitor CRD: %v", err)
-	}
+	installServiceMonitorCRD(t)
 	// Any change to the Broker triggers a reconcile; the operator finds the
 	// new CRD by itself.
 	updateBroker(t, b, func(b *warrenv1.Broker) { b.Spec.Monitoring.ServiceMonitor.Interval = "15s" })
@@ -59,5 +55,24 @@ func TestServiceMonitorWithAndWithoutCRD(t *testing.T) {
 			return fmt.Errorf("still there (%v)", err)
 		}
 		return nil
+	})
+
+	// With the CRD installed, the ServiceMonitors users install for the
+	// operator itself validate too (kustomize config/prometheus, the chart's
+	// serviceMonitor.enabled).
+	t.Run("operator ServiceMonitor manifests", func(t *testing.T) {
+		kc := kubeconfig(t)
+		ensureNamespace(t, "warren-system")
+		report := dryRunApply(t, kc, run(t, nil, kubectl(), "kustomize", "config/prometheus"))
+		if !strings.Contains(report, "servicemonitor.monitoring.coreos.com/warren-operator serverside-applied") {
+			t.Errorf("config/prometheus: %s", report)
+		}
+		ensureNamespace(t, "operators")
+		rendered := run(t, nil, helmBinary(t), "template", "wo", filepath.Join(repoRoot, "charts", "warren-operator"),
+			"--namespace", "operators", "--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.labels.release=prometheus")
+		report = dryRunApply(t, kc, rendered)
+		if !strings.Contains(report, "servicemonitor.monitoring.coreos.com/wo-warren-operator serverside-applied") {
+			t.Errorf("chart with serviceMonitor.enabled: %s", report)
+		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -58,6 +60,13 @@ func runSuite(m *testing.M) (int, error) {
 		return 0, err
 	}
 	repoRoot = root
+	// The reconciler's log (errors included, which some tests provoke) is
+	// shown only with WARREN_TEST_LOG=1.
+	logger := logr.Discard()
+	if os.Getenv("WARREN_TEST_LOG") != "" {
+		logger = logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, nil))
+	}
+	ctrl.SetLogger(logger)
 	assets, err := envtestAssets(root)
 	if err != nil {
 		return 0, err

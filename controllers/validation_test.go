@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
@@ -75,12 +76,17 @@ func TestInvalidBrokersRejected(t *testing.T) {
 	createBroker(t, base)
 	for _, tc := range update {
 		t.Run("update: "+tc.name, func(t *testing.T) {
-			b := &warrenv1.Broker{}
-			if err := testClient.Get(ctx, clientKey(base), b); err != nil {
-				t.Fatal(err)
+			var err error
+			for range 50 { // the operator may update the Broker meanwhile (finalizer)
+				b := &warrenv1.Broker{}
+				if err := testClient.Get(ctx, clientKey(base), b); err != nil {
+					t.Fatal(err)
+				}
+				tc.mutate(b)
+				if err = testClient.Update(ctx, b); !apierrors.IsConflict(err) {
+					break
+				}
 			}
-			tc.mutate(b)
-			err := testClient.Update(ctx, b)
 			if err == nil {
 				t.Fatalf("updated; want an error containing %q", tc.want)
 			}

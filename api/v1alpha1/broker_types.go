@@ -153,7 +153,7 @@ type BrokerSpec struct {
 // PersistenceSpec is a node's persistent volume.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="persistence.storageClassName is immutable"
-// +kubebuilder:validation:XValidation:rule="quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="persistence.size may grow but never shrink"
+// +kubebuilder:validation:XValidation:rule="!has(self.size) || !has(oldSelf.size) || quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="persistence.size may grow but never shrink"
 type PersistenceSpec struct {
 	// StorageClassName of each node's PersistentVolumeClaim. Empty means the
 	// cluster's default StorageClass. Immutable.

@@ -48,7 +48,9 @@ func kubeconfig(t *testing.T) string {
 func run(t *testing.T, stdin []byte, name string, args ...string) []byte {
 	t.Helper()
 	var out, errb bytes.Buffer
-	cmd := exec.Command(name, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // building helm may take minutes
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = repoRoot
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -82,10 +82,10 @@ func runSuite(m *testing.M) (int, error) {
 		BinaryAssetsDirectory: assets,
 	}
 	testConfig, err = testEnv.Start()
+	defer func() { _ = testEnv.Stop() }() // also after a failed start, which may leave etcd running
 	if err != nil {
 		return 0, fmt.Errorf("start kube-apiserver and etcd from %s: %w", assets, err)
 	}
-	defer func() { _ = testEnv.Stop() }()
 	testClient, err = client.New(testConfig, client.Options{Scheme: testScheme})
 	if err != nil {
 		return 0, err

@@ -37,13 +37,17 @@ type warrenProcess struct {
 func startWarren(t *testing.T, configYAML, user, pass string) *warrenProcess {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "warren")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/warren")
+	// Neutral file names: other tests on a shared machine may stop their own
+	// brokers by name.
+	bin := filepath.Join(dir, "node-under-test")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/warren")
 	build.Dir = repoRoot
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/warren: %v\n%s", err, out)
 	}
-	cfg := filepath.Join(dir, "warren.yaml")
+	cfg := filepath.Join(dir, "node.yaml")
 	if err := os.WriteFile(cfg, []byte(configYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +60,7 @@ func startWarren(t *testing.T, configYAML, user, pass string) *warrenProcess {
 		}
 		args = append(args, "--set", fmt.Sprintf("%s=127.0.0.1:%d", key, p))
 	}
-	p := &warrenProcess{apiURL: fmt.Sprintf("http://127.0.0.1:%d", apiPort), user: user, pass: pass, logFile: filepath.Join(dir, "warren.log")}
+	p := &warrenProcess{apiURL: fmt.Sprintf("http://127.0.0.1:%d", apiPort), user: user, pass: pass, logFile: filepath.Join(dir, "node.log")}
 	logf, err := os.Create(p.logFile)
 	if err != nil {
 		t.Fatal(err)

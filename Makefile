@@ -6,7 +6,7 @@ DATA_DIR ?= ./data
 FUZZTIME ?= 10s
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build run test test-go test-fuzz lint generate bench bench-streams clean images manifests chart-crds docs-crd controller-gen helm helm-path envtest
+.PHONY: all build run test test-go test-fuzz test-java-stream lint generate bench bench-streams clean images manifests chart-crds docs-crd controller-gen helm helm-path envtest
 
 all: build
 
@@ -36,6 +36,10 @@ test-fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
 	done
+
+## test-java-stream: drive a fresh broker with the official Java stream client (needs java and mvn)
+test-java-stream:
+	./hack/java-stream-check.sh
 
 ## lint: gofmt, go vet and staticcheck (pinned)
 lint:

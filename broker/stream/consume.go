@@ -59,6 +59,9 @@ func (c *conn) subscribe(m *proto.Subscribe) {
 }
 
 func (c *conn) subscribeCode(m *proto.Subscribe) uint16 {
+	if m.Offset.Type == proto.OffsetNone {
+		return proto.CodePreconditionFailed
+	}
 	if !c.perm.Check(meta.Read, m.Stream) {
 		return proto.CodeAccessRefused
 	}

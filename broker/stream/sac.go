@@ -77,6 +77,7 @@ func (s *subscription) setActive(active bool) {
 	corr := c.nextCorr
 	c.updates[corr] = s
 	c.mu.Unlock()
+	c.srv.log.Debug("stream: consumer update", "stream", s.st.name, "name", s.name, "subscription", s.id, "active", active)
 	c.out.send(&proto.ConsumerUpdate{CorrelationID: corr, SubscriptionID: s.id, Active: active})
 }
 
@@ -88,10 +89,11 @@ func (c *conn) consumerUpdateResponse(m *proto.ConsumerUpdateResponse) {
 	if s == nil {
 		return
 	}
+	c.srv.log.Debug("stream: consumer update response", "subscription", s.id, "code", m.Code, "offset", m.Offset)
 	s.mu.Lock()
 	active, stopped := s.active, s.stopped
 	s.mu.Unlock()
-	if !active || stopped || m.Code != codeOK {
+	if !active || stopped || m.Code != codeOK || m.Offset.Type == proto.OffsetNone {
 		return
 	}
 	s.start(m.Offset)

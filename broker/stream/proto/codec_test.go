@@ -143,7 +143,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"unknown version", []byte{0, byte(KeyOpen), 0, 2, 0, 0, 0, 1, 0, 0}, ErrUnknownCommand},
 		{"trailing bytes", append(Encode(nil, &Heartbeat{})[4:], 1), ErrMalformed},
 		{"huge array", []byte{0, byte(KeyMetadata), 0, 1, 0, 0, 0, 1, 0x7f, 0xff, 0xff, 0xff}, ErrMalformed},
-		{"bad offset type", []byte{0, byte(KeySubscribe), 0, 1, 0, 0, 0, 1, 1, 0, 1, 's', 0, 9, 0, 1}, ErrMalformed},
+		{"bad offset type", []byte{0, byte(KeySubscribe), 0, 1, 0, 0, 0, 1, 1, 0, 1, 's', 0, 6, 0, 1}, ErrMalformed},
 		{"negative string", []byte{0, byte(KeyOpen), 0, 1, 0, 0, 0, 1, 0xff, 0xf0}, ErrMalformed},
 		{"publish entry overruns", []byte{0, byte(KeyPublish), 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 200, 1}, ErrMalformed},
 	}

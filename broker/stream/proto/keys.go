@@ -63,6 +63,9 @@ const (
 
 // Offset specification types of Subscribe and ConsumerUpdate.
 const (
+	// OffsetNone is "no offset": a consumer update response of a consumer
+	// that is not taking over.
+	OffsetNone      uint16 = 0
 	OffsetFirst     uint16 = 1
 	OffsetLast      uint16 = 2
 	OffsetNext      uint16 = 3
@@ -83,7 +86,7 @@ func (r *reader) offsetSpec() OffsetSpec {
 	o := OffsetSpec{Type: r.u16()}
 	if o.hasValue() {
 		o.Value = int64(r.u64())
-	} else if r.err == nil && (o.Type < OffsetFirst || o.Type > OffsetTimestamp) {
+	} else if r.err == nil && o.Type > OffsetTimestamp {
 		r.fail("offset specification (unknown type)")
 	}
 	return o

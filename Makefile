@@ -6,7 +6,7 @@ DATA_DIR ?= ./data
 FUZZTIME ?= 10s
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build run test test-go test-fuzz test-java-stream lint generate bench bench-streams clean images manifests chart-crds docs-crd controller-gen helm helm-path envtest
+.PHONY: all build run test test-go test-fuzz test-java-stream lint generate bench bench-streams clean images manifests chart-crds docs-crd controller-gen controller-gen-path helm helm-path envtest
 
 all: build
 
@@ -73,11 +73,15 @@ $(HELM):
 	GOBIN=$(BIN)/.tmp-helm $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 	mv $(BIN)/.tmp-helm/helm $@ && rmdir $(BIN)/.tmp-helm
 
+# controller-gen-path: install controller-gen if needed and print its path (tests use it).
+controller-gen-path: controller-gen
+	@echo $(CONTROLLER_GEN)
+
 # helm-path: build helm if needed and print its path (the chart tests use it).
 helm-path: helm
 	@echo $(HELM)
 
-## manifests: regenerate the Broker CRD and the operator's RBAC from the markers, copy the CRD into the chart
+## manifests: regenerate the Broker CRD and the operator's RBAC from the markers, copy them into the chart, regenerate the CRD reference
 manifests: controller-gen
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=warren-operator paths=./controllers/... output:rbac:artifacts:config=config/rbac
@@ -86,7 +90,7 @@ manifests: controller-gen
 	$(CONTROLLER_GEN) crd:allowDangerousTypes=true paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1 output:crd:dir=$(BIN)/.tmp-monitoring-crds
 	cp $(BIN)/.tmp-monitoring-crds/monitoring.coreos.com_servicemonitors.yaml controllers/testdata/crds/
 	rm -rf $(BIN)/.tmp-monitoring-crds
-	$(MAKE) chart-crds
+	$(MAKE) chart-crds docs-crd
 
 ## chart-crds: copy the generated CRDs and RBAC rules into the Helm chart (never edit the chart's copies)
 chart-crds:

@@ -6,7 +6,7 @@
 # Usage: hack/java-stream-check.sh [rabbitmq-stream://guest:guest@host:5552/%2f]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-CACHE=${CACHE:-$ROOT/.cache/java-stream}
+CACHE=${CACHE:-$ROOT/hack/.cache/java-stream}
 mkdir -p "$CACHE"
 cp "$ROOT/hack/java-stream/pom.xml" "$CACHE/pom.xml"
 if [ ! -d "$CACHE/lib" ] || ! cmp -s "$ROOT/hack/java-stream/pom.xml" "$CACHE/lib/.pom"; then

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/warrenmq/warren/broker/amqp/wire"
@@ -44,9 +45,14 @@ type conn struct {
 	chMu     sync.Mutex
 	channels map[uint16]*channel
 
-	outMu     sync.Mutex
-	out       []byte
-	waiters   []func()
+	outMu   sync.Mutex
+	out     []byte
+	waiters []func()
+	// writing is set (under outMu) while the writer goroutine writes
+	// outside the lock; flushInline leaves the socket to it meanwhile.
+	writing bool
+	// raw does non-blocking writes for flushInline (nil: TLS or not TCP).
+	raw       syscall.RawConn
 	outSignal chan struct{}
 	done      chan struct{}
 	// stopWriting asks the writer to flush what is buffered and exit;
@@ -58,11 +64,12 @@ type conn struct {
 	batch publishBatch // reader only: publishes not yet handed to queues
 	acks  ackBatch     // reader only: acks not yet handed to queues
 
-	closeSent  atomic.Bool // we sent connection.close and wait for close-ok
-	blockedNow atomic.Bool // connection.blocked was sent
-	state      atomic.Value
-	recvOct    atomic.Uint64
-	sendOct    atomic.Uint64
+	wroteInline atomic.Bool // flushInline wrote since the writer's last heartbeat check
+	closeSent   atomic.Bool // we sent connection.close and wait for close-ok
+	blockedNow  atomic.Bool // connection.blocked was sent
+	state       atomic.Value
+	recvOct     atomic.Uint64
+	sendOct     atomic.Uint64
 }
 
 func newConn(s *Server, id uint64, nc net.Conn) *conn {
@@ -79,8 +86,51 @@ func newConn(s *Server, id uint64, nc net.Conn) *conn {
 		stopWriting: make(chan struct{}),
 		writerDone:  make(chan struct{}),
 	}
+	if sc, ok := nc.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			c.raw = raw
+		}
+	}
 	c.state.Store("starting")
 	return c
+}
+
+// flushInline writes the output buffer on the calling goroutine as far as
+// the socket takes it without blocking, and leaves the rest (if any) to
+// the writer goroutine. Goroutines call it when they finish a batch (the
+// reader before it blocks on the socket, a queue at the end of its turn):
+// their frames go out without waking the writer, and a goroutine never
+// waits on a slow client.
+// It reports whether output remains for the writer.
+func (c *conn) flushInline() (rest bool) {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	if c.raw == nil || c.writing || len(c.out) == 0 || len(c.waiters) > 0 {
+		return len(c.out) > 0
+	}
+	n := 0
+	_ = c.raw.Write(func(fd uintptr) bool {
+		for n < len(c.out) {
+			m, err := syscall.Write(int(fd), c.out[n:])
+			if m > 0 {
+				n += m
+			}
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil || m <= 0 {
+				break // EAGAIN (socket full) or an error: the writer goroutine sees to it
+			}
+		}
+		return true // never wait for the socket here
+	})
+	if n == 0 {
+		return true
+	}
+	c.sendOct.Add(uint64(n))
+	c.wroteInline.Store(true)
+	c.out = c.out[:copy(c.out, c.out[n:])]
+	return len(c.out) > 0
 }
 
 // send appends frames to the output buffer under outMu via fn and wakes the writer.
@@ -89,6 +139,23 @@ func (c *conn) send(fn func(b []byte) []byte) {
 	c.out = fn(c.out)
 	c.outMu.Unlock()
 	c.signal()
+}
+
+// sendQuiet appends frames like send without waking the writer: the
+// reader's flush (before it blocks on anything) writes them. Reader only.
+func (c *conn) sendQuiet(fn func(b []byte) []byte) {
+	c.outMu.Lock()
+	c.out = fn(c.out)
+	c.outMu.Unlock()
+}
+
+// flush writes what is buffered inline, and wakes the writer for whatever
+// the socket did not take. The reader calls it before anything that may
+// block it, so frames from sendQuiet never wait.
+func (c *conn) flush() {
+	if c.flushInline() {
+		c.signal()
+	}
 }
 
 func (c *conn) signal() {
@@ -132,6 +199,9 @@ func (c *conn) writeLoop() {
 		case <-c.stopWriting:
 			stopping = true
 		case <-tick:
+			if c.wroteInline.Swap(false) {
+				wrote = true
+			}
 			if !wrote {
 				c.send(wire.AppendHeartbeat)
 			}
@@ -145,14 +215,23 @@ func (c *conn) writeLoop() {
 		c.out = spare[:0]
 		waiters := c.waiters
 		c.waiters = nil
+		c.writing = len(buf) > 0
 		c.outMu.Unlock()
 		if len(buf) > 0 {
 			wrote = true
-			if _, err := c.nc.Write(buf); err != nil {
+			_, err := c.nc.Write(buf)
+			c.outMu.Lock()
+			c.writing = false
+			again := len(c.out) > 0
+			c.outMu.Unlock()
+			if err != nil {
 				c.shutdownSocket()
 				return
 			}
 			c.sendOct.Add(uint64(len(buf)))
+			if again {
+				c.signal()
+			}
 		}
 		if cap(buf) > 4<<20 {
 			buf = nil
@@ -384,10 +463,13 @@ func (c *conn) readLoop(ctx context.Context) error {
 				lastDeadline = now
 			}
 		}
-		if (c.batch.n > 0 || len(c.acks.queues) > 0) && c.r.Buffered() == 0 {
-			if err := c.flushPublishes(ctx); err != nil {
-				return err
+		if c.r.Buffered() == 0 {
+			if c.batch.n > 0 || len(c.acks.queues) > 0 {
+				if err := c.flushPublishes(ctx); err != nil {
+					return err
+				}
 			}
+			c.flush()
 		}
 		f, err := c.r.ReadFrame()
 		if err != nil {

@@ -89,6 +89,9 @@ func (ch *channel) finishPublish(ctx context.Context) error {
 		// under an alarm, and its reader stops until the alarm clears.
 		ch.c.alarmChanged(*r)
 	}
+	if ch.c.srv.blocked.Load() != nil {
+		ch.c.flush()
+	}
 	if err := ch.c.srv.waitUnblocked(ctx, ch.c.done); err != nil {
 		return err
 	}
@@ -157,7 +160,7 @@ func (ch *channel) route(ctx context.Context, msg *message.Message, mandatory bo
 			for _, q := range qs {
 				ch.c.batch.add(q, queue.Publish{Msg: msg})
 			}
-			ch.confirms.Confirm(nil, true)
+			ch.confirms.confirm(nil, true, false)
 			return ch.maybeFlush(ctx)
 		}
 	}
@@ -262,6 +265,7 @@ func (c *conn) flushPublishes(ctx context.Context) error {
 	for _, qb := range qs {
 		qb.q.Publish(qb.pubs)
 	}
+	c.flush() // before any Throttle wait
 	for _, qb := range qs {
 		if err := qb.q.Throttle(ctx); err != nil {
 			return err
@@ -318,7 +322,11 @@ func (t *confirmTracker) pending() int {
 }
 
 // Confirm implements queue.Confirmer.
-func (t *confirmTracker) Confirm(tags []uint64, ok bool) {
+func (t *confirmTracker) Confirm(tags []uint64, ok bool) { t.confirm(tags, ok, true) }
+
+// confirm settles tags; the reader's own confirms (wake false) wait in the
+// output buffer for its next conn.flush.
+func (t *confirmTracker) confirm(tags []uint64, ok, wake bool) {
 	t.mu.Lock()
 	for _, tag := range tags {
 		i := int(tag-t.base) + 0
@@ -362,12 +370,17 @@ func (t *confirmTracker) Confirm(tags []uint64, ok bool) {
 	if len(frames) > 0 {
 		t.ch.c.srv.Counters.Confirmed.Add(uint64(len(frames)))
 		id := t.ch.id
-		t.ch.c.send(func(b []byte) []byte {
+		appendFrames := func(b []byte) []byte {
 			for _, f := range frames {
 				b = wire.AppendMethodFrame(b, id, f)
 			}
 			return b
-		})
+		}
+		if wake {
+			t.ch.c.send(appendFrames)
+		} else {
+			t.ch.c.sendQuiet(appendFrames)
+		}
 	}
 	t.mu.Unlock()
 }
@@ -412,6 +425,7 @@ func (ch *channel) txCommit(ctx context.Context) error {
 	if !ch.txMode {
 		return newError(wire.PreconditionFailed, "channel is not transactional")
 	}
+	ch.c.flush()
 	tx := ch.tx
 	ch.tx = txState{}
 	w := &txWaiter{done: make(chan struct{})}

@@ -95,6 +95,12 @@ func newConn(s *Server, id uint64, nc net.Conn) *conn {
 	return c
 }
 
+// inlineWriteMax is the most flushInline writes: a small batch (confirms,
+// a few deliveries) goes out at once from the goroutine that made it;
+// bigger ones go to the writer goroutine, so a queue's goroutine does not
+// spend its time copying into socket buffers while it could be delivering.
+const inlineWriteMax = 32 << 10
+
 // flushInline writes the output buffer on the calling goroutine as far as
 // the socket takes it without blocking, and leaves the rest (if any) to
 // the writer goroutine. Goroutines call it when they finish a batch (the
@@ -105,7 +111,7 @@ func newConn(s *Server, id uint64, nc net.Conn) *conn {
 func (c *conn) flushInline() (rest bool) {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
-	if c.raw == nil || c.writing || len(c.out) == 0 || len(c.waiters) > 0 {
+	if c.raw == nil || c.writing || len(c.out) == 0 || len(c.out) > inlineWriteMax || len(c.waiters) > 0 {
 		return len(c.out) > 0
 	}
 	n := 0

@@ -47,6 +47,11 @@ func (c *consumer) Deliver(d queue.Delivery) bool {
 	return true
 }
 
+// Flush implements queue.Consumer: the queue's batch of deliveries goes
+// to the socket now, from the queue's goroutine if the socket takes it
+// without blocking, else from the writer goroutine.
+func (c *consumer) Flush() { c.ch.c.flush() }
+
 // Cancelled implements queue.Consumer: the queue went away.
 func (c *consumer) Cancelled() {
 	if c.gone.Swap(true) {
@@ -206,7 +211,9 @@ func (ch *channel) deliver(ctag string, cons *consumer, d queue.Delivery) {
 	ch.c.out = wire.AppendBodyFrames(b, ch.id, msg.Body, fm)
 	ch.c.outMu.Unlock()
 	ch.mu.Unlock()
-	ch.c.signal()
+	if cons == nil {
+		ch.c.signal() // basic.get-ok: the reader may be about to wait on a queue
+	}
 	ch.c.srv.Counters.Delivered.Add(1)
 	if d.Redelivered {
 		ch.c.srv.Counters.Redelivered.Add(1)

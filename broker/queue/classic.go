@@ -88,6 +88,7 @@ type consumerState struct {
 	c       Consumer
 	opts    ConsumeOptions
 	blocked bool
+	flush   bool // got deliveries since its last Flush
 	unacked int
 }
 

@@ -44,6 +44,8 @@ func (c *testConsumer) Deliver(d Delivery) bool {
 
 func (c *testConsumer) NoAck() bool { return c.noAck }
 
+func (c *testConsumer) Flush() {}
+
 func (c *testConsumer) Cancelled() {
 	c.mu.Lock()
 	c.cancelled = true

@@ -329,7 +329,19 @@ func (q *Classic) refill() {
 }
 
 // deliver hands ready messages to consumers with credit, round robin.
+// deliver hands ready messages to consumers with credit, then flushes
+// each consumer that got some: one socket write per consumer and turn.
 func (q *Classic) deliver() {
+	q.deliverReady()
+	for _, cs := range q.st.consumers {
+		if cs.flush {
+			cs.flush = false
+			cs.c.Flush()
+		}
+	}
+}
+
+func (q *Classic) deliverReady() {
 	s := &q.st
 	for len(s.consumers) > 0 {
 		progressed := false
@@ -358,6 +370,7 @@ func (q *Classic) deliver() {
 				continue
 			}
 			q.pop()
+			cs.flush = true
 			q.sDelivered.Add(1)
 			q.lastDelivery.Store(time.Now().UnixNano())
 			progressed = true

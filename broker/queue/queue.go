@@ -61,6 +61,11 @@ type Consumer interface {
 	NoAck() bool
 	// Cancelled tells the consumer the queue cancelled it (queue deleted).
 	Cancelled()
+	// Flush is called after a batch of Deliver calls (a queue's turn, a
+	// stream chunk) and before the queue waits for the consumer's credit:
+	// a consumer may hold deliveries in its output buffer until then, so
+	// one socket write carries the batch.
+	Flush()
 }
 
 // ConsumeOptions are basic.consume's options as a queue sees them.

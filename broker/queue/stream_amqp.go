@@ -280,6 +280,7 @@ func (sc *streamConsumer) run(ctx context.Context, r *streamlog.Reader) {
 			// during Deliver: msg, its properties and body are reused.
 			d := Delivery{Msg: &msg, Queue: s, Seq: off}
 			for !sc.c.Deliver(d) {
+				sc.c.Flush()
 				select {
 				case <-sc.wake:
 				case <-ctx.Done():
@@ -287,6 +288,7 @@ func (sc *streamConsumer) run(ctx context.Context, r *streamlog.Reader) {
 				}
 			}
 		}
+		sc.c.Flush()
 	}
 }
 

@@ -39,6 +39,7 @@ func (c *frameConsumer) Deliver(d Delivery) bool {
 
 func (c *frameConsumer) NoAck() bool { return false }
 func (c *frameConsumer) Cancelled()  {}
+func (c *frameConsumer) Flush()      {}
 
 // BenchmarkStreamAMQPConsume1MsgChunks is the AMQP stream consumer's
 // server-side path (read, decode AMQP 1.0, encode AMQP 0.9.1 frames) over

@@ -137,8 +137,10 @@ func (c *conn) corr() uint32 {
 	return c.nextCorr
 }
 
-// teardown removes the connection's publishers and subscriptions.
+// teardown writes what the connection published but had not flushed, and
+// removes its publishers and subscriptions.
 func (c *conn) teardown() {
+	c.flushPublishes()
 	c.cancel()
 	c.mu.Lock()
 	subs := make([]*subscription, 0, len(c.subs))

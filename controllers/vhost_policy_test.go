@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -33,8 +34,8 @@ type warrenProcess struct {
 
 // startWarren builds cmd/warren and runs it with the config file the
 // operator rendered (listeners moved to free loopback ports, data in a temp
-// dir) and the default user from the environment, as the StatefulSet does.
-func startWarren(t *testing.T, configYAML, user, pass string) *warrenProcess {
+// dir) and env, the environment the StatefulSet gives its pods.
+func startWarren(t *testing.T, configYAML, user, pass string, env []string) *warrenProcess {
 	t.Helper()
 	dir := t.TempDir()
 	// Neutral file names: other tests on a shared machine may stop their own
@@ -66,7 +67,7 @@ func startWarren(t *testing.T, configYAML, user, pass string) *warrenProcess {
 		t.Fatal(err)
 	}
 	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(os.Environ(), "WARREN_AUTH_DEFAULT_USER="+user, "WARREN_AUTH_DEFAULT_PASS="+pass)
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start warren: %v", err)
@@ -111,9 +112,47 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// podEnv resolves the broker container's environment as the kubelet would
+// for pod ordinal i: field references, Secret keys and $(VAR) expansion.
+func podEnv(t *testing.T, sts *appsv1.StatefulSet, i int) []string {
+	t.Helper()
+	vars := map[string]string{}
+	var env []string
+	for _, e := range sts.Spec.Template.Spec.Containers[0].Env {
+		v := e.Value
+		switch {
+		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil:
+			switch e.ValueFrom.FieldRef.FieldPath {
+			case "metadata.name":
+				v = fmt.Sprintf("%s-%d", sts.Name, i)
+			case "metadata.namespace":
+				v = sts.Namespace
+			default:
+				t.Fatalf("env %s: unexpected field %s", e.Name, e.ValueFrom.FieldRef.FieldPath)
+			}
+		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
+			sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sts.Namespace, Name: e.ValueFrom.SecretKeyRef.Name}}
+			if err := getObj(sec); err != nil {
+				t.Fatalf("env %s: %v", e.Name, err)
+			}
+			v = string(sec.Data[e.ValueFrom.SecretKeyRef.Key])
+		default:
+			v = os.Expand(strings.NewReplacer("$(", "${", ")", "}").Replace(v), func(k string) string { return vars[k] })
+		}
+		vars[e.Name] = v
+		env = append(env, e.Name+"="+v)
+	}
+	return env
+}
+
 // vhost reads a vhost straight from the broker's API, as a user with curl would.
 func (p *warrenProcess) vhost(name string) (map[string]any, error) {
-	req, err := http.NewRequest(http.MethodGet, p.apiURL+"/api/vhosts/"+name, nil)
+	return p.get("/api/vhosts/" + name)
+}
+
+// get reads a JSON object from the broker's API with the default user.
+func (p *warrenProcess) get(path string) (map[string]any, error) {
+	req, err := http.NewRequest(http.MethodGet, p.apiURL+path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +163,7 @@ func (p *warrenProcess) vhost(name string) (map[string]any, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET vhost %s: %s", name, resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
 	var v map[string]any
 	return v, json.NewDecoder(resp.Body).Decode(&v)
@@ -172,15 +211,23 @@ func TestVhostPoliciesReachRunningBrokerWithoutRestart(t *testing.T) {
 		}
 		return getObj(sec)
 	})
-	node := startWarren(t, cm.Data["warren.yaml"], string(sec.Data["username"]), string(sec.Data["password"]))
+	sts := statefulSetOf(t, b)
+	env := podEnv(t, sts, 0)
+	node := startWarren(t, cm.Data["warren.yaml"], string(sec.Data["username"]), string(sec.Data["password"]), env)
 	brokerURLs.Store(ns+"/"+b.Name, node.apiURL)
+	overview, err := node.get("/api/overview")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "warren@policies-server-0.policies-nodes." + ns; overview["node"] != want {
+		t.Errorf("node name from the pod's environment: %v, want %s", overview["node"], want)
+	}
 	setReady(t, b, 3)
 
 	node.expectVhost(t, "orders", "quorum", map[string]any{"queue-version": 1.0, "embed-messages-below": 1024.0})
 	node.expectVhost(t, "events", "stream", map[string]any{"stream-read-ahead": false})
 	eventFor(t, b, "VhostPolicyApplied", `created vhost "orders"`)
 
-	sts := statefulSetOf(t, b)
 	template := sts.Spec.Template.DeepCopy()
 	generation := sts.Generation
 

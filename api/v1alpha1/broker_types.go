@@ -78,7 +78,8 @@ type BrokerSpec struct {
 
 	// Resources of the broker container. Empty means requests of 250m CPU
 	// and 512Mi memory and a 2Gi memory limit. The broker's memory alarm
-	// follows its own limits.memory_high_watermark setting (see Config).
+	// (which blocks publishers) is set at 40% of the memory limit, unless
+	// Config sets limits.memory_high_watermark.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 

@@ -40,7 +40,8 @@ func (c *ConfigMapBuilder) Update(obj client.Object) error {
 // BrokerConfig renders the node's config file (docs/configuration.md):
 // the listeners, the data directory, cluster discovery through the headless
 // Service, no loopback-only users (the default user comes from a Secret),
-// then spec.config merged over it. Per-node values (node name, advertised
+// the memory alarm at 40% of the container's memory limit, then spec.config
+// merged over it. Per-node values (node name, advertised
 // host) and secrets (default user, join token) come from the environment
 // (WARREN_* variables set by the StatefulSet), not from this file, so the
 // file is the same on every node and its hash changes only with the spec.
@@ -56,6 +57,12 @@ func BrokerConfig(b *warrenv1.Broker) (string, error) {
 			"listen": fmt.Sprintf(":%d", PortCluster),
 			"dns":    HeadlessHost(b),
 		},
+	}
+	// The broker's memory alarm defaults to 40% of the host's RAM; in a pod
+	// the limit is what counts, so the alarm goes off at 40% of it, before
+	// the kernel's OOM killer would act.
+	if limit, ok := ContainerResources(b).Limits[corev1.ResourceMemory]; ok && !limit.IsZero() {
+		cfg["limits"] = map[string]any{"memory_high_watermark": limit.Value() * 4 / 10}
 	}
 	if b.Spec.Config != nil && len(b.Spec.Config.Raw) > 0 {
 		var extra map[string]any

@@ -29,10 +29,11 @@ func TestBrokerConfigMergesSpecConfig(t *testing.T) {
 		want    []string
 		wantErr error
 	}{
-		{"defaults", "", []string{"data_dir: /var/lib/warren", "loopback_users: []", "dns: w-nodes.ns.svc", "listen: :25672"}, nil},
+		{"defaults", "", []string{"data_dir: /var/lib/warren", "loopback_users: []", "dns: w-nodes.ns.svc", "listen: :25672",
+			"memory_high_watermark: 858993459"}, nil}, // 40% of the default 2Gi limit
 		{"nested keys merge", `{"cluster": {"seeds": ["a:25672"]}, "limits": {"max_message_size": 1024}}`,
 			[]string{"dns: w-nodes.ns.svc", "- a:25672", "max_message_size: 1024"}, nil},
-		{"user overrides", `{"amqp": {"listen": ":5673"}}`, []string{"listen: :5673"}, nil},
+		{"user overrides", `{"amqp": {"listen": ":5673"}, "limits": {"memory_high_watermark": 1000}}`, []string{"listen: :5673", "memory_high_watermark: 1000"}, nil},
 		{"not an object", `[1, 2]`, nil, ErrInvalidSpec},
 	}
 	for _, tc := range cases {

@@ -166,10 +166,7 @@ func (s *StatefulSetBuilder) container() corev1.Container {
 			FailureThreshold: failures,
 		}
 	}
-	resources := defaultResources()
-	if b.Spec.Resources != nil {
-		resources = *b.Spec.Resources
-	}
+	resources := ContainerResources(b)
 	pullPolicy := b.Spec.ImagePullPolicy
 	if pullPolicy == "" {
 		pullPolicy = corev1.PullIfNotPresent
@@ -220,6 +217,15 @@ func (s *StatefulSetBuilder) container() corev1.Container {
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
 	}
+}
+
+// ContainerResources are the broker container's resources: spec.resources,
+// or defaults when it is not set.
+func ContainerResources(b *warrenv1.Broker) corev1.ResourceRequirements {
+	if b.Spec.Resources != nil {
+		return *b.Spec.Resources
+	}
+	return defaultResources()
 }
 
 func defaultResources() corev1.ResourceRequirements {

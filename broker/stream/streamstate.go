@@ -126,7 +126,10 @@ func (st *streamState) sequence(ref string) int64 {
 
 // add puts a publish frame's messages into the batch. Duplicates (a
 // publishing id at or below the publisher reference's last one) are not
-// stored and are returned, to be confirmed at once.
+// stored: while the batch holds messages they are confirmed with it (the
+// original was appended before, so it is durable by then); otherwise
+// they are returned, to be confirmed at once (the original's chunk is
+// already written, and normally already durable).
 func (st *streamState) add(c *conn, p *publisher, msgs []proto.PublishedMessage, dups []uint64) ([]uint64, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -168,6 +171,10 @@ func (st *streamState) add(c *conn, p *publisher, msgs []proto.PublishedMessage,
 	if p.ref != "" && last >= 0 {
 		st.seqs[p.ref] = last
 		st.batchSeqs[p.ref] = uint64(last)
+	}
+	if len(dups) > 0 && st.batch.Entries() > 0 {
+		st.pend = append(st.pend, confirmRec{c: c, pub: p.id, ids: append([]uint64(nil), dups...)})
+		dups = dups[:0]
 	}
 	if st.fullLocked() {
 		st.flushLocked()

@@ -35,7 +35,7 @@ func TestPersistenceGrowthExpandsPVCs(t *testing.T) {
 
 	// Play the StatefulSet controller and the provisioner: the claim of pod 0, bound.
 	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data-" + sts.Name + "-0"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data-" + sts.Name + "-0", Labels: sts.Spec.VolumeClaimTemplates[0].Labels},
 		Spec:       sts.Spec.VolumeClaimTemplates[0].Spec,
 	}
 	if err := testClient.Create(ctx, pvc); err != nil {

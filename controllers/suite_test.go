@@ -91,10 +91,12 @@ func runSuite(m *testing.M) (int, error) {
 		return 0, err
 	}
 
-	mgr, err := ctrl.NewManager(testConfig, ctrl.Options{
+	opts := ctrl.Options{
 		Scheme:  testScheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
-	})
+	}
+	opts.Cache, opts.Client = CacheOptions(opts.Cache)
+	mgr, err := ctrl.NewManager(testConfig, opts)
 	if err != nil {
 		return 0, err
 	}

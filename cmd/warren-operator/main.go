@@ -67,6 +67,7 @@ func run() error {
 			opts.Cache.DefaultNamespaces[n] = cache.Config{}
 		}
 	}
+	opts.Cache, opts.Client = controllers.CacheOptions(opts.Cache)
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)

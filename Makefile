@@ -37,10 +37,6 @@ test-fuzz:
 	  done; \
 	done
 
-## bench-streams: stream read-ahead study (fill, consume with read-ahead off/on over both protocols) into docs/benchmarks.md
-bench-streams:
-	./hack/bench-streams.sh
-
 ## test-java-stream: drive a fresh broker with the official Java stream client (needs java and mvn)
 test-java-stream:
 	./hack/java-stream-check.sh

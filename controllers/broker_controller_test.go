@@ -429,3 +429,20 @@ func TestPauseStopsChanges(t *testing.T) {
 	})
 	condition(t, b, warrenv1.ConditionReconcileSuccess, metav1.ConditionTrue, warrenv1.ReasonSuccess)
 }
+
+// A spec the operator cannot turn into children (here an override patch
+// that does not fit a StatefulSet) is reported, not retried.
+func TestInvalidOverrideReported(t *testing.T) {
+	ns := newNamespace(t)
+	b := newBroker(ns, "badpatch", func(b *warrenv1.Broker) {
+		b.Spec.Override.StatefulSet = &apiextensionsv1.JSON{Raw: []byte(`{"spec": {"replicas": "three"}}`)}
+	})
+	createBroker(t, b)
+	condition(t, b, warrenv1.ConditionReconcileSuccess, metav1.ConditionFalse, warrenv1.ReasonInvalidSpec)
+	e := eventFor(t, b, warrenv1.ReasonInvalidSpec, "spec.override.statefulSet")
+	t.Logf("event: %s", e.Note)
+	// Fixing the spec clears the condition and creates the StatefulSet.
+	updateBroker(t, b, func(b *warrenv1.Broker) { b.Spec.Override.StatefulSet = nil })
+	statefulSetOf(t, b)
+	condition(t, b, warrenv1.ConditionReconcileSuccess, metav1.ConditionTrue, warrenv1.ReasonSuccess)
+}

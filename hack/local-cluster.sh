@@ -154,6 +154,8 @@ pid_of() {
 	[ -f "$f" ] || return 1
 	pid=$(cat "$f")
 	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+	# An exited process nobody reaped yet (a zombie) is not running.
+	[ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
 	printf '%s' "$pid"
 }
 
@@ -171,16 +173,22 @@ start() {
 	echo $! >"$RUN/$name.pid"
 }
 
+# stop NAME...: SIGTERM them together, SIGKILL what is left after 10 s.
 stop() {
-	local name=$1 pid i
-	pid=$(pid_of "$name") || { rm -f "$RUN/$name.pid"; return 0; }
-	kill -TERM "$pid" 2>/dev/null || true
-	for i in $(seq 50); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.2
+	local name pid pids=() i
+	for name in "$@"; do
+		pid=$(pid_of "$name") && { kill -TERM "$pid" 2>/dev/null || true; pids+=("$pid"); }
 	done
-	kill -KILL "$pid" 2>/dev/null || true
-	rm -f "$RUN/$name.pid"
+	for i in $(seq 100); do
+		for pid in ${pids[@]+"${pids[@]}"}; do
+			kill -0 "$pid" 2>/dev/null && [ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" != Z ] && break
+			pid=
+		done
+		[ -n "${pid:-}" ] || break
+		sleep 0.1
+	done
+	for pid in ${pids[@]+"${pids[@]}"}; do kill -KILL "$pid" 2>/dev/null || true; done
+	for name in "$@"; do rm -f "$RUN/$name.pid"; done
 }
 
 # wait_for WHAT SECONDS COMMAND...: retry COMMAND until it succeeds.
@@ -310,10 +318,17 @@ record_host_state() {
 
 # ---------------------------------------------------------------- configuration
 
+# put FILE: write stdin to FILE unless FILE already holds it (kube-proxy exits
+# when its configuration file changes, so an idempotent up must not touch it).
+put() {
+	cat >"$1.new"
+	if cmp -s "$1.new" "$1"; then rm -f "$1.new"; else mv -f "$1.new" "$1"; fi
+}
+
 write_configs() {
 	local ip=$1 resolv=/etc/resolv.conf
 	mkdir -p "$DIR/cni/net.d" "$DIR/cni/ipam" "$DIR/containerd" "$RUN/containerd" "$DIR/kubelet" "$LOGS/pods"
-	cat >"$DIR/cni/net.d/10-warren.conflist" <<EOF
+	put "$DIR/cni/net.d/10-warren.conflist" <<EOF
 {
   "cniVersion": "0.4.0",
   "name": "warren-local",
@@ -335,7 +350,7 @@ write_configs() {
   ]
 }
 EOF
-	cat >"$DIR/containerd/config.toml" <<EOF
+	put "$DIR/containerd/config.toml" <<EOF
 version = 2
 root = "$DIR/containerd/root"
 state = "$RUN/containerd/state"
@@ -363,10 +378,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 EOF
 	# A resolver on loopback would not answer inside pods: give CoreDNS none then.
 	if grep -Eq '^nameserver[[:space:]]+(127\.|::1)' /etc/resolv.conf; then
-		grep -Ev '^nameserver[[:space:]]+(127\.|::1)' /etc/resolv.conf >"$DIR/resolv.conf" || true
+		{ grep -Ev '^nameserver[[:space:]]+(127\.|::1)' /etc/resolv.conf || true; } | put "$DIR/resolv.conf"
 		resolv=$DIR/resolv.conf
 	fi
-	cat >"$DIR/kubelet.yaml" <<EOF
+	put "$DIR/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 authentication:
@@ -393,7 +408,7 @@ imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%, nodefs.inodesFree: 2%}
 maxPods: 110
 EOF
-	cat >"$DIR/kube-proxy.yaml" <<EOF
+	put "$DIR/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: $DIR/kube-proxy.kubeconfig}
@@ -407,6 +422,7 @@ metricsBindAddress: 127.0.0.1:10249
 # Leave the host's conntrack table settings alone.
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 iptables: {localhostNodePorts: false}
+nodePortAddresses: [primary]
 EOF
 	: "$ip"
 }
@@ -721,11 +737,12 @@ cmd_down() {
 	need_root down
 	local c pid s line n
 	[ -d "$DIR" ] || [ -d "$RUN" ] || { log "already down"; return; }
-	for c in kubelet kube-proxy kube-scheduler kube-controller-manager; do stop "$c"; done
+	log "stopping the kubelet and the controllers"
+	stop kubelet kube-proxy kube-scheduler kube-controller-manager
 	# Containers: kill every task, then stop containerd and any shim left.
+	log "stopping the containers and containerd"
 	if running containerd; then
 		for c in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s SIGKILL "$c" >/dev/null 2>&1 || true; done
-		sleep 1
 		for c in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks delete -f "$c" >/dev/null 2>&1 || true; done
 	fi
 	stop containerd
@@ -734,7 +751,10 @@ cmd_down() {
 	done
 	# Container processes left without their shim.
 	kill_kubepods
-	for c in kube-apiserver etcd; do stop "$c"; done
+	log "stopping kube-apiserver and etcd"
+	stop kube-apiserver
+	stop etcd
+	log "cleaning up the host"
 
 	unmount_under "$RUN"
 	unmount_under "$DIR"

@@ -130,7 +130,8 @@ func (s *subscription) start(spec proto.OffsetSpec) {
 	s.pause()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopped {
+	if s.stopped || (s.sac && !s.active) {
+		// Stopped, or deactivated while its client was answering.
 		return
 	}
 	ra := s.c.srv.reg.readAhead(s.c.vh)

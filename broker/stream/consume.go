@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -380,5 +379,3 @@ func (c *conn) streamGone(st *streamState) {
 	}
 	c.out.send(&proto.MetadataUpdate{Code: proto.CodeStreamNotAvailable, Stream: st.name})
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }

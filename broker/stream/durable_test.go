@@ -73,9 +73,9 @@ func TestDeduplication(t *testing.T) {
 	c, err := e.NewConsumer("dedup", col.handle, stream.NewConsumerOptions().SetOffset(stream.OffsetSpecification{}.First()))
 	must(t, err)
 	defer c.Close()
-	got := col.wait(t, 160)
+	col.wait(t, 160)
 	time.Sleep(200 * time.Millisecond)
-	got = col.wait(t, col.count())
+	got := col.wait(t, col.count())
 	var want []string
 	for id := 1; id <= 160; id++ {
 		want = append(want, fmt.Sprintf("d-%d", id))
@@ -122,10 +122,10 @@ func TestStoreQueryOffsetAcrossRestart(t *testing.T) {
 	if off != 41 {
 		t.Fatalf("offset after restart %d, want 41", off)
 	}
-	// LastConsumed resumes after the stored offset.
+	// Resume from the stored offset.
 	col = newCollector()
 	c, err = e.NewConsumer("track", col.handle, stream.NewConsumerOptions().SetConsumerName("app").SetManualCommit().
-		SetOffset(stream.OffsetSpecification{}.LastConsumed()))
+		SetOffset(stream.OffsetSpecification{}.Offset(off)))
 	must(t, err)
 	defer c.Close()
 	got := col.wait(t, 58)

@@ -55,9 +55,9 @@ func TestOffsetSpecifications(t *testing.T) {
 	t.Run("last", func(t *testing.T) {
 		// The last chunk: a suffix of the stream ending with the last message.
 		col := consume(stream.OffsetSpecification{}.Last())
-		got := col.wait(t, 1)
+		col.wait(t, 1)
 		time.Sleep(100 * time.Millisecond)
-		got = col.wait(t, col.count())
+		got := col.wait(t, col.count())
 		if len(got) == 0 || len(got) > 500 || !slices.Equal(got, all[1000-len(got):]) {
 			t.Fatalf("last: got %d messages %v", len(got), got)
 		}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -210,5 +209,3 @@ func (s *Server) ConnectionCount() int {
 	defer s.mu.Unlock()
 	return len(s.conns)
 }
-
-func portString(p int) string { return strconv.Itoa(p) }

@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -211,6 +212,27 @@ func TestCreateBuildsEveryChild(t *testing.T) {
 	}
 	condition(t, b, warrenv1.ConditionReconcileSuccess, metav1.ConditionTrue, warrenv1.ReasonSuccess)
 	condition(t, b, warrenv1.ConditionReady, metav1.ConditionFalse, "NotReady")
+
+	// Reconciles without a spec change (here: pods becoming ready) change no
+	// child: nothing would roll or flap.
+	generation := sts.Generation
+	setReady(t, b, 3)
+	condition(t, b, warrenv1.ConditionReady, metav1.ConditionTrue, "Ready")
+	if err := getObj(sts); err != nil {
+		t.Fatal(err)
+	}
+	if sts.Generation != generation {
+		t.Errorf("StatefulSet generation %d -> %d without a spec change", generation, sts.Generation)
+	}
+	var list eventsv1.EventList
+	if err := testClient.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.Reason == "Updated" {
+			t.Errorf("a child was updated without a spec change: %s", e.Note)
+		}
+	}
 }
 
 func TestDefaultUserSecretKeptWhenPresent(t *testing.T) {

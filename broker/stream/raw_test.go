@@ -3,6 +3,7 @@ package stream_test
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/broker/brokertest"
+	"github.com/warrenmq/warren/broker/config"
+	"github.com/warrenmq/warren/broker/server"
 	"github.com/warrenmq/warren/broker/stream/proto"
 )
 
@@ -331,5 +334,50 @@ func TestFiltering(t *testing.T) {
 		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
 			t.Errorf("filter %v: got %v, want %v", tc.props, got, tc.want)
 		}
+	}
+}
+
+// TestAdvertisedAddress: open and metadata give the configured advertised
+// host and port (the listener's address when none is configured).
+func TestAdvertisedAddress(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		host       string
+		port       int
+		wantHost   string
+		listenPort bool
+	}{
+		{"listener", "", 0, "127.0.0.1", true},
+		{"configured", "stream.example.com", 5552, "stream.example.com", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := brokertest.Start(t, func(c *config.Config) {
+				c.Stream.AdvertisedHost, c.Stream.AdvertisedPort = tc.host, tc.port
+			})
+			wantPort := tc.port
+			if tc.listenPort {
+				wantPort = n.Addr(server.ListenerStream).(*net.TCPAddr).Port
+			}
+			r := dialRaw(t, n)
+			r.send(&proto.SaslHandshake{CorrelationID: 1})
+			r.recv()
+			r.send(&proto.SaslAuthenticate{CorrelationID: 2, Mechanism: "PLAIN", Data: []byte("\x00guest\x00guest")})
+			r.recv()
+			r.recv()
+			r.send(&proto.Tune{Response: true, FrameMax: 1 << 20})
+			open := r.call(&proto.Open{CorrelationID: 3, Vhost: "/"}).(*proto.OpenResponse)
+			if open.Properties["advertised_host"] != tc.wantHost || open.Properties["advertised_port"] != fmt.Sprint(wantPort) {
+				t.Fatalf("open properties %v", open.Properties)
+			}
+			r.call(&proto.CreateStream{CorrelationID: 4, Stream: "s"})
+			md := r.call(&proto.Metadata{CorrelationID: 5, Streams: []string{"s", "missing"}}).(*proto.MetadataResponse)
+			if len(md.Brokers) != 1 || md.Brokers[0].Host != tc.wantHost || md.Brokers[0].Port != uint32(wantPort) {
+				t.Fatalf("brokers %+v", md.Brokers)
+			}
+			if len(md.Streams) != 2 || md.Streams[0].Code != proto.CodeOK || md.Streams[0].Leader != md.Brokers[0].Reference ||
+				md.Streams[1].Code != proto.CodeStreamDoesNotExist {
+				t.Fatalf("streams %+v", md.Streams)
+			}
+		})
 	}
 }

@@ -202,6 +202,7 @@ func (b *Broker) onMetaEvent(e meta.Event) {
 			}
 		}
 	case meta.VhostDeleted:
+		b.Stream.CloseVhost(e.Name, "vhost deleted")
 		go b.stopVhost(ctx, e.Name, true)
 	case meta.PolicyPut, meta.PolicyDeleted:
 		b.mu.RLock()

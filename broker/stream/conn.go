@@ -41,6 +41,7 @@ type conn struct {
 	state       int
 	user        string
 	vh          *vhost.Vhost
+	vhost       atomic.Pointer[string] // the open vhost name, for CloseVhost
 	perm        meta.CompiledPermission
 	frameMax    atomic.Uint32
 	heartbeat   atomic.Int64 // negotiated, nanoseconds
@@ -301,6 +302,7 @@ func (c *conn) handshake(cmd proto.Command) error {
 			return c.fail("access to vhost %q refused for user %q", m.Vhost, c.user)
 		}
 		c.vh, c.perm = vh, meta.CompilePermission(perm)
+		c.vhost.Store(&m.Vhost)
 		host, port := c.srv.advertised()
 		c.out.send(&proto.OpenResponse{CorrelationID: m.CorrelationID, Code: codeOK, Properties: map[string]string{
 			"advertised_host": host, "advertised_port": strconv.Itoa(port),

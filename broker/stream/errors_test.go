@@ -125,3 +125,32 @@ func TestStreamDeletedUnderClients(t *testing.T) {
 		}
 	}
 }
+
+// TestVhostDeletionClosesConnections: deleting a vhost closes the stream
+// connections open on it, and only those.
+func TestVhostDeletionClosesConnections(t *testing.T) {
+	n := brokertest.Start(t)
+	ctx := context.Background()
+	must(t, n.Meta().PutVhost(ctx, meta.Vhost{Name: "doomed"}))
+	must(t, n.Meta().PutPermission(ctx, meta.Permission{User: "guest", Vhost: "doomed", Configure: ".*", Write: ".*", Read: ".*"}))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, ok := n.Vhost("doomed"); ok || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	doomed := envURI(t, n.StreamURIFor("guest", "guest", "doomed"))
+	must(t, doomed.DeclareStream("s", nil))
+	p, err := doomed.NewProducer("s", nil)
+	must(t, err)
+	closed := p.NotifyClose()
+	other := env(t, n)
+	must(t, n.Meta().DeleteVhost(ctx, "doomed"))
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("producer on the deleted vhost still open")
+	}
+	must(t, other.DeclareStream("still-here", nil))
+}

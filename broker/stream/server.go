@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/stream/proto"
 	"github.com/warrenmq/warren/broker/vhost"
 )
 
@@ -200,6 +201,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("stream: shutdown: %w", ctx.Err())
+	}
+}
+
+// CloseVhost closes the connections open on a vhost (it is being
+// deleted), with a close request carrying reason.
+func (s *Server) CloseVhost(vhost, reason string) {
+	s.mu.Lock()
+	var conns []*conn
+	for c := range s.conns {
+		if v := c.vhost.Load(); v != nil && *v == vhost {
+			conns = append(conns, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.closeWith(proto.CodeVirtualHostAccessFailure, reason)
 	}
 }
 

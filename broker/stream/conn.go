@@ -203,11 +203,26 @@ func (c *conn) readLoop() error {
 		if c.closing.Load() {
 			return nil
 		}
-		if c.br.Buffered() == 0 {
-			// The socket ran dry: hand the batched publishes to the writers.
+		if len(c.dirty) > 0 && !c.frameBuffered() {
+			// The socket ran dry (no whole frame waiting): hand the batched
+			// publishes to the log.
 			c.flushPublishes()
 		}
 	}
+}
+
+// frameBuffered reports whether a whole frame is already buffered, so that
+// reading it will not wait for the network.
+func (c *conn) frameBuffered() bool {
+	n := c.br.Buffered()
+	if n < 4 {
+		return false
+	}
+	b, err := c.br.Peek(4)
+	if err != nil {
+		return false
+	}
+	return uint64(n) >= 4+uint64(binary.BigEndian.Uint32(b))
 }
 
 // handle runs one frame.

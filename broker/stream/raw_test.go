@@ -381,3 +381,20 @@ func TestAdvertisedAddress(t *testing.T) {
 		})
 	}
 }
+
+// TestConfirmWithPartialFrameBuffered: a publish is written and confirmed
+// even when the next frame has only partly arrived.
+func TestConfirmWithPartialFrameBuffered(t *testing.T) {
+	n := brokertest.Start(t)
+	r := dialRaw(t, n)
+	r.open()
+	r.call(&proto.CreateStream{CorrelationID: 10, Stream: "p"})
+	r.call(&proto.DeclarePublisher{CorrelationID: 11, PublisherID: 1, Stream: "p"})
+	frame := proto.Encode(nil, &proto.Publish{Version: 1, PublisherID: 1, Messages: []proto.PublishedMessage{{PublishingID: 1, Entry: proto.SimpleEntry([]byte("x")), Records: 1}}})
+	next := proto.Encode(nil, &proto.Heartbeat{})
+	r.write(append(frame, next[:6]...))
+	if c, ok := r.recv().(*proto.PublishConfirm); !ok || len(c.PublishingIDs) != 1 {
+		t.Fatalf("got %#v, want a confirm", c)
+	}
+	r.write(next[6:])
+}

@@ -25,7 +25,8 @@
 // Publishing: publish frames are decoded without allocation and their
 // entries (simple messages and sub-entry batches, unchanged) added to the
 // stream's batch; the batch is appended as one chunk when the publishing
-// connection's socket runs dry or the batch reaches 4096 entries or 1 MiB,
+// connection's socket runs dry (no whole frame left in its read buffer) or
+// the batch reaches 4096 entries or 1 MiB,
 // so one chunk aggregates what every publisher sent meanwhile. Append does
 // not wait for the disk: the log's group commit calls back once the chunk
 // is fsynced, and only then do publish confirms go out, one frame per
@@ -64,6 +65,11 @@
 // chunks it gets, as with RabbitMQ. Everything runs on one node: metadata lists this
 // node (advertised host and port from config, else the listener's) as
 // leader of every stream, without replicas.
+//
+// Deleting a vhost closes the stream connections open on it (code
+// virtual host access failure); deleting a stream, by any protocol, sends
+// its publishers' and consumers' connections a metadata update and drops
+// them.
 //
 // Bad input: a malformed frame, a frame over the negotiated maximum or a
 // command out of place gets a close with the protocol's code (unknown

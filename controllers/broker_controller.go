@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -27,11 +28,10 @@ type BrokerReconciler struct {
 	Recorder events.EventRecorder
 	// DefaultImage is the broker image used when spec.image is empty.
 	DefaultImage string
-	// BrokerURL returns the HTTP API root of a Broker's cluster; nil means
-	// its client Service inside the cluster
-	// (http://<name>.<namespace>.svc:15672). An operator running outside the
+	// NodeURL returns the HTTP API root of one broker pod; nil means the
+	// pod's IP (http://<podIP>:15672). An operator running outside the
 	// cluster, or a test, points it elsewhere.
-	BrokerURL func(b *warrenv1.Broker) string
+	NodeURL func(b *warrenv1.Broker, pod *corev1.Pod) string
 	// PolicyResync is how often vhost policies are compared with the
 	// cluster's even when nothing changed (drift correction); 0 means 5 min.
 	PolicyResync time.Duration
@@ -42,6 +42,7 @@ type BrokerReconciler struct {
 // +kubebuilder:rbac:groups=warrenmq.io,resources=brokers/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets;services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;list;watch;create;update;patch;delete
@@ -96,11 +97,15 @@ func (r *BrokerReconciler) reconcileSpec(ctx context.Context, b *warrenv1.Broker
 	return r.reconcileVhosts(ctx, b, out)
 }
 
-func (r *BrokerReconciler) brokerURL(b *warrenv1.Broker) string {
-	if r.BrokerURL != nil {
-		return r.BrokerURL(b)
+func (r *BrokerReconciler) nodeURL(b *warrenv1.Broker, pod *corev1.Pod) string {
+	if r.NodeURL != nil {
+		return r.NodeURL(b, pod)
 	}
-	return fmt.Sprintf("http://%s:%d", resource.ClientHost(b), resource.PortHTTP)
+	host := pod.Status.PodIP
+	if host == "" {
+		host = fmt.Sprintf("%s.%s", pod.Name, resource.HeadlessHost(b))
+	}
+	return fmt.Sprintf("http://%s", net.JoinHostPort(host, fmt.Sprint(resource.PortHTTP)))
 }
 
 // SetupWithManager registers the reconciler: it watches Brokers and the

@@ -24,6 +24,7 @@ func CacheOptions(opts cache.Options) (cache.Options, client.Options) {
 		&appsv1.StatefulSet{}:           managed,
 		&policyv1.PodDisruptionBudget{}: managed,
 		&corev1.PersistentVolumeClaim{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": "warren"})},
+		&corev1.Pod{}:                   {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": "warren"})},
 	}
 	return opts, client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}}
 }

@@ -4,29 +4,35 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	warrenv1 "github.com/warrenmq/warren/api/v1alpha1"
 	"github.com/warrenmq/warren/controllers/brokerapi"
 	"github.com/warrenmq/warren/controllers/resource"
 )
 
-// notReadyRetry is how soon vhost policies are tried again while no node is
-// ready to take them.
+// notReadyRetry is how soon vhost policies are tried again while some node
+// is not ready to take them.
 const notReadyRetry = 10 * time.Second
 
-// reconcileVhosts makes every vhost of spec.vhosts exist in the cluster
-// with the storage policy and default queue type written in the spec,
-// through the broker's HTTP API and the default user's credentials. A
+// reconcileVhosts makes every vhost of spec.vhosts exist on every ready
+// node with the storage policy and default queue type written in the spec,
+// through each node's HTTP API and the default user's credentials. A
 // running node applies a policy at once: nothing here touches the
-// StatefulSet, so no pod restarts. A vhost that already matches is left
-// alone; each change is an event. Vhosts are compared again every
-// PolicyResync, so a change made behind the operator's back is undone.
+// StatefulSet, so no pod restarts. Each node is asked (not one node through
+// the client Service): a node that does not share its metadata with the
+// others yet, or that was away, gets the policy too, and a node that has it
+// already is left alone. A node that becomes ready later gets it on the
+// next reconcile (its readiness changes the StatefulSet's status). Vhosts
+// are compared again every PolicyResync, so a change made behind the
+// operator's back is undone.
 func (r *BrokerReconciler) reconcileVhosts(ctx context.Context, b *warrenv1.Broker, out *outcome) (ctrl.Result, error) {
 	resync := r.PolicyResync
 	if resync == 0 {
@@ -36,14 +42,14 @@ func (r *BrokerReconciler) reconcileVhosts(ctx context.Context, b *warrenv1.Brok
 		b.Status.Vhosts = nil
 		return ctrl.Result{}, nil
 	}
-	sts, err := r.currentStatefulSet(ctx, b)
+	pods, err := r.readyPods(ctx, b)
 	if err != nil {
 		return ctrl.Result{}, out.fail(warrenv1.ReasonChildError, err)
 	}
-	if sts == nil || sts.Status.ReadyReplicas == 0 {
+	if len(pods) == 0 {
 		return ctrl.Result{RequeueAfter: notReadyRetry}, nil // nothing serves the API yet
 	}
-	api, err := r.brokerClient(ctx, b)
+	user, pass, err := r.defaultUser(ctx, b)
 	if err != nil {
 		return ctrl.Result{}, out.fail(warrenv1.ReasonVhostPolicyError, err)
 	}
@@ -57,41 +63,76 @@ func (r *BrokerReconciler) reconcileVhosts(ctx context.Context, b *warrenv1.Brok
 		}
 	}()
 	for _, v := range b.Spec.Vhosts {
-		change, err := r.applyVhost(ctx, api, v)
-		if err != nil {
-			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, warrenv1.ReasonVhostPolicyError, "ApplyVhost", "%v", err)
-			b.Status.Vhosts = applied
-			return ctrl.Result{}, out.fail(warrenv1.ReasonVhostPolicyError, err)
+		want := desiredVhost(v)
+		byVerb := map[string][]string{}
+		for _, pod := range pods {
+			api := &brokerapi.Client{BaseURL: r.nodeURL(b, pod), Username: user, Password: pass}
+			verb, err := applyVhost(ctx, api, want)
+			if err != nil {
+				err = fmt.Errorf("pod %s: %w", pod.Name, err)
+				r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, warrenv1.ReasonVhostPolicyError, "ApplyVhost", "%v", err)
+				b.Status.Vhosts = applied
+				return ctrl.Result{}, out.fail(warrenv1.ReasonVhostPolicyError, err)
+			}
+			if verb != "" {
+				byVerb[verb] = append(byVerb[verb], pod.Name)
+			}
 		}
-		if change != "" {
-			changes = append(changes, change)
+		for _, verb := range []string{"created", "updated"} {
+			if on := byVerb[verb]; len(on) > 0 {
+				changes = append(changes, fmt.Sprintf("%s vhost %q on %s: default queue type %s, storage %s",
+					verb, v.Name, strings.Join(on, ", "), want.DefaultQueueType, describeStorage(want.Storage)))
+			}
 		}
 		applied = append(applied, warrenv1.VhostStatus{Name: v.Name, ObservedGeneration: b.Generation})
 	}
 	b.Status.Vhosts = applied
+	if int32(len(pods)) < resource.Replicas(b) {
+		return ctrl.Result{RequeueAfter: notReadyRetry}, nil
+	}
 	return ctrl.Result{RequeueAfter: resync}, nil
 }
 
-// applyVhost makes one vhost match the spec and describes the change it
-// made ("" when there was none).
-func (r *BrokerReconciler) applyVhost(ctx context.Context, api *brokerapi.Client, v warrenv1.VhostSpec) (string, error) {
-	want := desiredVhost(v)
-	have, err := api.Vhost(ctx, v.Name)
+// readyPods lists the Broker's pods that pass their readiness probe, by name.
+func (r *BrokerReconciler) readyPods(ctx context.Context, b *warrenv1.Broker) ([]*corev1.Pod, error) {
+	var list corev1.PodList
+	if err := r.List(ctx, &list, client.InNamespace(b.Namespace), client.MatchingLabels(resource.SelectorLabels(b))); err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	var ready []*corev1.Pod
+	for i := range list.Items {
+		p := &list.Items[i]
+		if !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ready = append(ready, p)
+			}
+		}
+	}
+	sort.Slice(ready, func(i, j int) bool { return ready[i].Name < ready[j].Name })
+	return ready, nil
+}
+
+// applyVhost makes one node's vhost match want and says what it did:
+// "created", "updated" or "" (already right).
+func applyVhost(ctx context.Context, api *brokerapi.Client, want brokerapi.Vhost) (string, error) {
+	have, err := api.Vhost(ctx, want.Name)
 	exists := err == nil
 	if err != nil && !errors.Is(err, brokerapi.ErrNotFound) {
-		return "", fmt.Errorf("vhost %q: %w", v.Name, err)
+		return "", fmt.Errorf("vhost %q: %w", want.Name, err)
 	}
 	if exists && have.Storage.Equal(want.Storage) && have.DefaultQueueType == want.DefaultQueueType {
 		return "", nil
 	}
 	if err := api.PutVhost(ctx, want); err != nil {
-		return "", fmt.Errorf("vhost %q: %w", v.Name, err)
+		return "", fmt.Errorf("vhost %q: %w", want.Name, err)
 	}
-	verb := "updated"
 	if !exists {
-		verb = "created"
+		return "created", nil
 	}
-	return fmt.Sprintf("%s vhost %q: default queue type %s, storage %s", verb, v.Name, want.DefaultQueueType, describeStorage(want.Storage)), nil
+	return "updated", nil
 }
 
 // desiredVhost maps the spec to the API's names; unset fields are zero,
@@ -133,16 +174,16 @@ func describeStorage(s brokerapi.Storage) string {
 		f(s.QueueVersion), f(s.EmbedMessagesBelow), ra, f(s.StreamReadAheadLimit))
 }
 
-// brokerClient authenticates as the default user of the Broker's Secret.
-func (r *BrokerReconciler) brokerClient(ctx context.Context, b *warrenv1.Broker) (*brokerapi.Client, error) {
+// defaultUser reads the default user's credentials from the Broker's Secret.
+func (r *BrokerReconciler) defaultUser(ctx context.Context, b *warrenv1.Broker) (string, string, error) {
 	sec := &corev1.Secret{}
 	key := types.NamespacedName{Namespace: b.Namespace, Name: resource.DefaultUserSecretName(b)}
 	if err := r.Get(ctx, key, sec); err != nil {
-		return nil, fmt.Errorf("default user Secret %s: %w", key.Name, err)
+		return "", "", fmt.Errorf("default user Secret %s: %w", key.Name, err)
 	}
 	user, pass := string(sec.Data[resource.KeyUsername]), string(sec.Data[resource.KeyPassword])
 	if user == "" || pass == "" {
-		return nil, fmt.Errorf("default user Secret %s has no %s or %s", key.Name, resource.KeyUsername, resource.KeyPassword)
+		return "", "", fmt.Errorf("default user Secret %s has no %s or %s", key.Name, resource.KeyUsername, resource.KeyPassword)
 	}
-	return &brokerapi.Client{BaseURL: r.brokerURL(b), Username: user, Password: pass}, nil
+	return user, pass, nil
 }

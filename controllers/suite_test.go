@@ -39,9 +39,9 @@ var (
 	testConfig *rest.Config
 	testClient client.Client
 	testScheme = runtime.NewScheme()
-	// brokerURLs maps namespace/name of a Broker to the HTTP API of a real
+	// nodeURLs maps namespace/name of a broker pod to the HTTP API of a real
 	// warren process a test started for it.
-	brokerURLs sync.Map
+	nodeURLs sync.Map
 	repoRoot   string
 )
 
@@ -104,11 +104,11 @@ func runSuite(m *testing.M) (int, error) {
 		Client:       mgr.GetClient(),
 		Recorder:     mgr.GetEventRecorder("warren-operator"),
 		DefaultImage: "docker.io/warrenmq/warren:test",
-		BrokerURL: func(b *warrenv1.Broker) string {
-			if u, ok := brokerURLs.Load(b.Namespace + "/" + b.Name); ok {
+		NodeURL: func(b *warrenv1.Broker, pod *corev1.Pod) string {
+			if u, ok := nodeURLs.Load(pod.Namespace + "/" + pod.Name); ok {
 				return u.(string)
 			}
-			return "http://127.0.0.1:1" // nothing listens: the policy test is the only one with a broker
+			return "http://127.0.0.1:1" // nothing listens
 		},
 		PolicyResync: 2 * time.Second,
 	}

@@ -112,6 +112,35 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// createPods plays the StatefulSet controller and the kubelet: pod i of
+// the Broker exists, with its Ready condition as given.
+func createPods(t *testing.T, b *warrenv1.Broker, ready ...bool) {
+	t.Helper()
+	ctx := context.Background()
+	sts := statefulSetOf(t, b)
+	for i, r := range ready {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: fmt.Sprintf("%s-%d", sts.Name, i), Labels: sts.Spec.Template.Labels},
+			Spec:       *sts.Spec.Template.Spec.DeepCopy(),
+		}
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-" + pod.Name}}})
+		if err := testClient.Create(ctx, pod); err != nil {
+			t.Fatalf("create pod: %v", err)
+		}
+		status := corev1.ConditionFalse
+		if r {
+			status = corev1.ConditionTrue
+		}
+		pod.Status.Phase = corev1.PodRunning
+		pod.Status.PodIP = fmt.Sprintf("10.0.0.%d", i+1)
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+		if err := testClient.Status().Update(ctx, pod); err != nil {
+			t.Fatalf("pod status: %v", err)
+		}
+	}
+}
+
 // podEnv resolves the broker container's environment as the kubelet would
 // for pod ordinal i: field references, Secret keys and $(VAR) expansion.
 func podEnv(t *testing.T, sts *appsv1.StatefulSet, i int) []string {
@@ -211,23 +240,32 @@ func TestVhostPoliciesReachRunningBrokerWithoutRestart(t *testing.T) {
 		}
 		return getObj(sec)
 	})
+	// Two nodes run (as pods 0 and 1, ready); pod 2 is not ready. Until the
+	// cluster shares its metadata, each node must get the policies itself.
 	sts := statefulSetOf(t, b)
-	env := podEnv(t, sts, 0)
-	node := startWarren(t, cm.Data["warren.yaml"], string(sec.Data["username"]), string(sec.Data["password"]), env)
-	brokerURLs.Store(ns+"/"+b.Name, node.apiURL)
-	overview, err := node.get("/api/overview")
-	if err != nil {
-		t.Fatal(err)
+	var nodes []*warrenProcess
+	for i := range 2 {
+		env := podEnv(t, sts, i)
+		node := startWarren(t, cm.Data["warren.yaml"], string(sec.Data["username"]), string(sec.Data["password"]), env)
+		overview, err := node.get("/api/overview")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("warren@policies-server-%d.policies-nodes.%s", i, ns); overview["node"] != want {
+			t.Errorf("node name from the pod's environment: %v, want %s", overview["node"], want)
+		}
+		nodeURLs.Store(fmt.Sprintf("%s/policies-server-%d", ns, i), node.apiURL)
+		nodes = append(nodes, node)
 	}
-	if want := "warren@policies-server-0.policies-nodes." + ns; overview["node"] != want {
-		t.Errorf("node name from the pod's environment: %v, want %s", overview["node"], want)
+	createPods(t, b, true, true, false)
+	setReady(t, b, 2)
+
+	for _, node := range nodes {
+		node.expectVhost(t, "orders", "quorum", map[string]any{"queue-version": 1.0, "embed-messages-below": 1024.0})
+		node.expectVhost(t, "events", "stream", map[string]any{"stream-read-ahead": false})
 	}
-	setReady(t, b, 3)
-
-	node.expectVhost(t, "orders", "quorum", map[string]any{"queue-version": 1.0, "embed-messages-below": 1024.0})
-	node.expectVhost(t, "events", "stream", map[string]any{"stream-read-ahead": false})
-	eventFor(t, b, "VhostPolicyApplied", `created vhost "orders"`)
-
+	eventFor(t, b, "VhostPolicyApplied", `created vhost "orders" on policies-server-0, policies-server-1`)
+	node := nodes[0]
 	template := sts.Spec.Template.DeepCopy()
 	generation := sts.Generation
 
@@ -235,9 +273,11 @@ func TestVhostPoliciesReachRunningBrokerWithoutRestart(t *testing.T) {
 		b.Spec.Vhosts[0].Storage = warrenv1.VhostStorage{QueueVersion: ptr.To[int32](2), EmbedMessagesBelow: ptr.To[int32](8192)}
 		b.Spec.Vhosts[1].Storage = warrenv1.VhostStorage{StreamReadAhead: ptr.To(true), StreamReadAheadLimit: ptr.To[int32](65536)}
 	})
-	node.expectVhost(t, "orders", "quorum", map[string]any{"queue-version": 2.0, "embed-messages-below": 8192.0})
-	node.expectVhost(t, "events", "stream", map[string]any{"stream-read-ahead": true, "stream-read-ahead-limit": 65536.0})
-	eventFor(t, b, "VhostPolicyApplied", `updated vhost "events"`)
+	for _, node := range nodes {
+		node.expectVhost(t, "orders", "quorum", map[string]any{"queue-version": 2.0, "embed-messages-below": 8192.0})
+		node.expectVhost(t, "events", "stream", map[string]any{"stream-read-ahead": true, "stream-read-ahead-limit": 65536.0})
+	}
+	eventFor(t, b, "VhostPolicyApplied", `updated vhost "events" on policies-server-0, policies-server-1`)
 
 	if err := getObj(sts); err != nil {
 		t.Fatal(err)
@@ -271,9 +311,11 @@ func TestVhostPolicyErrorIsReported(t *testing.T) {
 		b.Spec.Vhosts = []warrenv1.VhostSpec{{Name: "orders"}}
 	})
 	createBroker(t, b)
-	setReady(t, b, 3)
+	statefulSetOf(t, b)
+	createPods(t, b, true) // ready, but nothing answers on its API
+	setReady(t, b, 1)
 	condition(t, b, warrenv1.ConditionReconcileSuccess, metav1.ConditionFalse, warrenv1.ReasonVhostPolicyError)
-	e := eventFor(t, b, warrenv1.ReasonVhostPolicyError, `vhost "orders"`)
+	e := eventFor(t, b, warrenv1.ReasonVhostPolicyError, `pod unreachable-server-0: vhost "orders"`)
 	if !strings.Contains(e.Note, "connection refused") {
 		t.Errorf("event note %q does not say why", e.Note)
 	}

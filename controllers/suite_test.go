@@ -42,7 +42,7 @@ var (
 	// nodeURLs maps namespace/name of a broker pod to the HTTP API of a real
 	// warren process a test started for it.
 	nodeURLs sync.Map
-	repoRoot   string
+	repoRoot string
 )
 
 func TestMain(m *testing.M) {

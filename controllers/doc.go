@@ -9,8 +9,8 @@
 // (reconcile_children.go: one builder per child from package resource,
 // created or updated with owner references; the config hash on the pod
 // template rolls pods only when the config file changes), PVC growth
-// (reconcile_pvc.go), vhost storage policies applied through the broker's
-// HTTP API with no restart (reconcile_vhosts.go), and finally the status
+// (reconcile_pvc.go), vhost storage policies applied through each ready
+// node's HTTP API with no restart (reconcile_vhosts.go), and finally the status
 // (reconcile_status.go: conditions Ready, AllReplicasReady,
 // ClusterAvailable, QuorumHealthy, ReconcileSuccess, and an event for every
 // outcome and every condition change).

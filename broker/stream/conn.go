@@ -177,6 +177,12 @@ func (c *conn) readLoop() error {
 		if c.state < stateOpened && (max == 0 || max > 1<<20) {
 			max = 1 << 20
 		}
+		// A client that does not read what it is sent (confirms, above
+		// all) stops being read: its output is bounded, and TCP holds its
+		// publishes back.
+		if !c.out.waitBelow(c.ctx, 2*c.srv.cfg.OutputBufferBytes) {
+			return nil
+		}
 		body, err := proto.ReadFrame(c.br, buf, max)
 		if err != nil {
 			if c.closing.Load() {

@@ -92,13 +92,18 @@ func (o *output) send(c proto.Command) bool {
 // waitRoom blocks while more than limit bytes are queued (deliveries'
 // back-pressure), until ctx is done or the output closes.
 func (o *output) waitRoom(ctx context.Context) bool {
+	return o.waitBelow(ctx, o.limit)
+}
+
+// waitBelow blocks while n bytes or more are queued.
+func (o *output) waitBelow(ctx context.Context, n int) bool {
 	for {
 		o.mu.Lock()
 		if o.closed {
 			o.mu.Unlock()
 			return false
 		}
-		if len(o.buf) < o.limit {
+		if len(o.buf) < n {
 			o.mu.Unlock()
 			return true
 		}

@@ -398,3 +398,38 @@ func TestConfirmWithPartialFrameBuffered(t *testing.T) {
 	}
 	r.write(next[6:])
 }
+
+// TestUnreadConfirmsStopReading: a publisher that never reads its confirms
+// is no longer read once its output is full, instead of the server
+// queueing confirms without bound.
+func TestUnreadConfirmsStopReading(t *testing.T) {
+	n := brokertest.Start(t)
+	r := dialRaw(t, n)
+	_ = r.nc.(*net.TCPConn).SetReadBuffer(4096)
+	r.open()
+	r.call(&proto.CreateStream{CorrelationID: 10, Stream: "p"})
+	r.call(&proto.DeclarePublisher{CorrelationID: 11, PublisherID: 1, Stream: "p"})
+	msgs := make([]proto.PublishedMessage, 1000)
+	for i := range msgs {
+		msgs[i] = proto.PublishedMessage{Entry: proto.SimpleEntry(nil), Records: 1}
+	}
+	// 8 MiB of confirms is about a million messages; write up to 8 million.
+	deadline := time.Now().Add(60 * time.Second)
+	for id := uint64(1); id < 8_000_000; id += 1000 {
+		for i := range msgs {
+			msgs[i].PublishingID = id + uint64(i)
+		}
+		_ = r.nc.SetWriteDeadline(time.Now().Add(3 * time.Second))
+		if _, err := r.nc.Write(proto.Encode(nil, &proto.Publish{Version: 1, PublisherID: 1, Messages: msgs})); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return // the server stopped reading us
+			}
+			t.Fatalf("write: %v", err)
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	t.Fatal("the server kept reading a publisher that reads no confirms")
+}

@@ -175,11 +175,11 @@ start() {
 
 # stop NAME...: SIGTERM them together, SIGKILL what is left after 10 s.
 stop() {
-	local name pid pids=() i
+	local name pid pids=()
 	for name in "$@"; do
 		pid=$(pid_of "$name") && { kill -TERM "$pid" 2>/dev/null || true; pids+=("$pid"); }
 	done
-	for i in $(seq 100); do
+	for _ in $(seq 100); do
 		for pid in ${pids[@]+"${pids[@]}"}; do
 			kill -0 "$pid" 2>/dev/null && [ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" != Z ] && break
 			pid=
@@ -713,8 +713,8 @@ kill_kubepods() {
 
 # cleanup_cgroups: remove the kubepods cgroups, deepest first, once their processes are gone.
 cleanup_cgroups() {
-	local d i
-	for i in $(seq 20); do
+	local d
+	for _ in $(seq 20); do
 		for d in $(kubepods_cgroups); do
 			find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
 		done

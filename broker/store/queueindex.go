@@ -720,17 +720,15 @@ func (q *QueueIndex) readSegments(from uint64, max, maxBytes int, fn func(Entry)
 		return from, err
 	}
 	E := q.opts.segmentEntries()
-	nums := make([]uint64, 0, len(q.segs))
-	for n := range q.segs {
-		if (n+1)*E > from {
-			nums = append(nums, n)
-		}
-	}
-	sort.Slice(nums, func(i, j int) bool { return nums[i] < nums[j] })
 	n, bytes := 0, 0
 	next := from
-	for _, sn := range nums {
-		s := q.segs[sn]
+	// Segments from the one holding from up to the tail, in order (no
+	// sort of a long queue's thousands of segments per read).
+	for sn := from / E; q.next > 0 && sn <= (q.next-1)/E; sn++ {
+		s, ok := q.segs[sn]
+		if !ok {
+			continue
+		}
 		if err := q.applyAcks(s); err != nil {
 			return next, err
 		}

@@ -58,6 +58,7 @@ func (b *Broker) watchResources(ctx context.Context) {
 				b.log.Info("resource alarms cleared")
 			}
 			b.AMQP.SetBlocked(reason)
+			b.Stream.SetBlocked(reason)
 		}
 		select {
 		case <-ctx.Done():

@@ -235,6 +235,16 @@ func (c *conn) frameBuffered() bool {
 func (c *conn) handle(body []byte) error {
 	key, _, _ := proto.Header(body)
 	if key == proto.KeyPublish && c.state == stateOpened {
+		if c.srv.blocked.Load() != nil {
+			// Resource alarm: hand over what is pending, then stop
+			// reading this publisher until the alarm clears.
+			c.flushPublishes()
+			select {
+			case <-c.srv.unblockedCh():
+			case <-c.ctx.Done():
+				return nil
+			}
+		}
 		if err := proto.DecodePublish(body, &c.pub); err != nil {
 			return closeErr(proto.CodeUnknownFrame, "publish: %v", err)
 		}

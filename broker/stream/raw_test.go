@@ -433,3 +433,23 @@ func TestUnreadConfirmsStopReading(t *testing.T) {
 	}
 	t.Fatal("the server kept reading a publisher that reads no confirms")
 }
+
+// TestAlarmBlocksPublishers: under a resource alarm a publish is not taken
+// (nor confirmed) until the alarm clears.
+func TestAlarmBlocksPublishers(t *testing.T) {
+	n := brokertest.Start(t)
+	r := dialRaw(t, n)
+	r.open()
+	r.call(&proto.CreateStream{CorrelationID: 10, Stream: "a"})
+	r.call(&proto.DeclarePublisher{CorrelationID: 11, PublisherID: 1, Stream: "a"})
+	n.Stream.SetBlocked("memory alarm")
+	r.send(&proto.Publish{Version: 1, PublisherID: 1, Messages: []proto.PublishedMessage{{PublishingID: 1, Entry: proto.SimpleEntry([]byte("x")), Records: 1}}})
+	_ = r.nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := proto.ReadFrame(r.br, nil, 0); err == nil {
+		t.Fatal("got a frame while publishers are blocked")
+	}
+	n.Stream.SetBlocked("")
+	if c, ok := r.recv().(*proto.PublishConfirm); !ok || len(c.PublishingIDs) != 1 {
+		t.Fatalf("after the alarm: %#v", c)
+	}
+}

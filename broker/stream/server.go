@@ -75,6 +75,12 @@ type Server struct {
 
 	reg registry
 
+	// Resource alarm: while blocked is set, publishing connections are not
+	// read; unblocked is closed when the alarm clears.
+	alarmMu   sync.Mutex
+	blocked   atomic.Pointer[string]
+	unblocked chan struct{}
+
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
 	closing bool
@@ -104,7 +110,9 @@ func NewServer(cfg Config, b Backend, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, backend: b, log: log, conns: map[*conn]struct{}{}}
+	unblocked := make(chan struct{})
+	close(unblocked)
+	s := &Server{cfg: cfg, backend: b, log: log, conns: map[*conn]struct{}{}, unblocked: unblocked}
 	s.reg.init(s)
 	return s
 }
@@ -202,6 +210,30 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("stream: shutdown: %w", ctx.Err())
 	}
+}
+
+// SetBlocked raises (reason non-empty) or clears a resource alarm. While
+// it is raised, a connection that sends a publish frame is not read any
+// further (TCP holds the publisher back) until the alarm clears.
+func (s *Server) SetBlocked(reason string) {
+	s.alarmMu.Lock()
+	defer s.alarmMu.Unlock()
+	if reason == "" {
+		if s.blocked.Swap(nil) != nil {
+			close(s.unblocked)
+		}
+		return
+	}
+	if s.blocked.Swap(&reason) == nil {
+		s.unblocked = make(chan struct{})
+	}
+}
+
+// unblockedCh returns a channel closed once no alarm is raised.
+func (s *Server) unblockedCh() <-chan struct{} {
+	s.alarmMu.Lock()
+	defer s.alarmMu.Unlock()
+	return s.unblocked
 }
 
 // CloseVhost closes the connections open on a vhost (it is being

@@ -14,6 +14,10 @@
 #   status              what runs, the node and the pods
 #   load IMAGE-ARCHIVE  import an image archive (make images) into the node's
 #                       containerd (ctr -n k8s.io images import)
+#   check               prove the running cluster works: in a scratch namespace, a
+#                       non-root pod resolves kubernetes.default, writes to a volume
+#                       of the default StorageClass and reaches another pod through
+#                       its Service by DNS name; then the namespace is deleted
 #   kubeconfig          print the admin kubeconfig's path
 #
 # Needs root on Linux (cgroup v1 or v2), about 1 GiB of memory. Components:
@@ -570,6 +574,7 @@ cmd_up() {
 	t0=$(date +%s)
 	mkdir -p "$DIR" "$RUN" "$LOGS"
 	if [ -f "$DIR/admin.kubeconfig" ] && healthy >/dev/null 2>&1; then
+		import_images # they may have been rebuilt
 		log "already up (KUBECONFIG=$DIR/admin.kubeconfig)"
 		return
 	fi
@@ -654,6 +659,87 @@ cmd_load() {
 	[ -f "$archive" ] || die "no such image archive: $archive"
 	running containerd || die "the cluster is not up (hack/local-cluster.sh up)"
 	ctr_ images import "$archive" >&2 || die "ctr images import $archive failed"
+}
+
+# ---------------------------------------------------------------- check
+
+check_yaml() {
+	cat <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: {name: $1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: server, namespace: $1, labels: {app: netcheck-server}}
+spec:
+  securityContext: {runAsNonRoot: true, runAsUser: 65532}
+  containers:
+  - name: serve
+    image: $NETCHECK_IMAGE
+    imagePullPolicy: Never
+    args: [serve, -listen, ":8080"]
+    ports: [{containerPort: 8080}]
+    readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: server, namespace: $1}
+spec:
+  selector: {app: netcheck-server}
+  ports: [{port: 8080}]
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data, namespace: $1}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+EOF
+}
+
+check_client_yaml() {
+	cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: client, namespace: $1}
+spec:
+  restartPolicy: OnFailure
+  securityContext: {runAsNonRoot: true, runAsUser: 65532}
+  initContainers:
+  - {name: dns, image: $NETCHECK_IMAGE, imagePullPolicy: Never, args: [lookup, kubernetes.default]}
+  - name: volume
+    image: $NETCHECK_IMAGE
+    imagePullPolicy: Never
+    args: [write, /data/probe]
+    volumeMounts: [{name: data, mountPath: /data}]
+  containers:
+  - {name: service, image: $NETCHECK_IMAGE, imagePullPolicy: Never, args: [connect, "server:8080"]}
+  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: data}
+EOF
+}
+
+cmd_check() {
+	local ns=warren-cluster-check t0 c
+	t0=$(date +%s)
+	[ -f "$DIR/admin.kubeconfig" ] && running kube-apiserver || die "the cluster is not up (hack/local-cluster.sh up)"
+	kubectl_ delete namespace "$ns" --ignore-not-found --wait=true >/dev/null
+	check_yaml "$ns" | kubectl_ apply -f - >/dev/null || die "creating the check's objects failed"
+	if ! kubectl_ -n "$ns" wait --for=condition=Ready pod/server --timeout=120s >/dev/null ||
+		! check_client_yaml "$ns" | kubectl_ apply -f - >/dev/null ||
+		! kubectl_ -n "$ns" wait --for=jsonpath='{.status.phase}'=Succeeded pod/client --timeout=120s >/dev/null; then
+		kubectl_ -n "$ns" get pods,pvc,svc,endpointslices -o wide >&2 || true
+		kubectl_ -n "$ns" describe pod client >&2 || true
+		kubectl_ -n "$ns" get events --sort-by=.lastTimestamp >&2 || true
+		for c in dns volume service; do kubectl_ -n "$ns" logs client -c "$c" >&2 || true; done
+		kubectl_ delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+		die "check failed (details above)"
+	fi
+	for c in dns volume service; do printf 'check %-8s %s\n' "$c:" "$(kubectl_ -n "$ns" logs client -c "$c")"; done
+	kubectl_ delete namespace "$ns" --wait=true --timeout=120s >/dev/null || log "warning: deleting namespace $ns timed out"
+	log "check passed in $(($(date +%s) - t0))s"
 }
 
 # ---------------------------------------------------------------- status
@@ -796,6 +882,7 @@ main() {
 	down) cmd_down ;;
 	status) cmd_status ;;
 	load) shift; cmd_load "$@" ;;
+	check) cmd_check ;;
 	kubeconfig) echo "$DIR/admin.kubeconfig" ;;
 	-h | --help | help) usage ;;
 	"") usage; exit 2 ;;

@@ -1,13 +1,15 @@
-// Command netcheck resolves names, for checking cluster DNS from the host
-// (against the DNS Service's IP) and from inside a pod (with the pod's own
-// resolv.conf and search path). hack/local-cluster.sh uses it to wait for
-// DNS, and builds it into docker.io/warrenmq/netcheck:local for test pods.
+// Command netcheck checks what a cluster gives a pod: name resolution from the
+// host (against the DNS Service's IP) and from inside a pod (with the pod's own
+// resolv.conf and search path), TCP through Services, writable volumes.
+// hack/local-cluster.sh uses it to wait for DNS and in its check command, and
+// builds it into docker.io/warrenmq/netcheck:local for test pods.
 //
 // Usage:
 //
 //	netcheck lookup [-server IP:PORT] [-timeout 5s] NAME
-//	netcheck write FILE        (write FILE, sync, read it back: a volume is writable)
-//	netcheck serve             (stay up until SIGTERM; a pod to exec into)
+//	netcheck write FILE                 (write FILE, sync, read it back: a volume is writable)
+//	netcheck serve [-listen :8080]      (answer each TCP connection with a greeting until SIGTERM)
+//	netcheck connect [-timeout 5s] HOST:PORT   (read that greeting)
 package main
 
 import (
@@ -15,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -32,7 +35,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: netcheck lookup [-server IP:PORT] [-timeout 5s] NAME | netcheck write FILE | netcheck serve")
+		return errors.New("usage: netcheck lookup [-server IP:PORT] [-timeout 5s] NAME | write FILE | serve [-listen :8080] | connect [-timeout 5s] HOST:PORT")
 	}
 	switch args[0] {
 	case "lookup":
@@ -45,11 +48,11 @@ func run(args []string) error {
 	case "serve":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
-		fmt.Println("netcheck: serving until SIGTERM")
-		<-ctx.Done()
-		return nil
+		return serve(ctx, args[1:], nil)
+	case "connect":
+		return connect(args[1:])
 	default:
-		return fmt.Errorf("unknown command %q (want lookup, write or serve)", args[0])
+		return fmt.Errorf("unknown command %q (want lookup, write, serve or connect)", args[0])
 	}
 }
 
@@ -106,5 +109,68 @@ func writeFile(name string) error {
 		return fmt.Errorf("read back %q, wrote %q", got, want)
 	}
 	fmt.Print(string(got))
+	return nil
+}
+
+// greeting is what serve writes to every connection and connect expects.
+const greeting = "netcheck\n"
+
+// serve answers TCP connections with the greeting until ctx ends; ready, when
+// not nil, receives the listening address.
+func serve(ctx context.Context, args []string, ready chan<- net.Addr) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	listen := fs.String("listen", ":8080", "TCP address to answer on")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	fmt.Printf("netcheck: serving on %s until SIGTERM\n", ln.Addr())
+	if ready != nil {
+		ready <- ln.Addr()
+	}
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("serve: %w", err)
+		}
+		_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		_, _ = c.Write([]byte(greeting))
+		c.Close()
+	}
+}
+
+func connect(args []string) error {
+	fs := flag.NewFlagSet("connect", flag.ContinueOnError)
+	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("connect wants exactly one HOST:PORT")
+	}
+	c, err := net.DialTimeout("tcp", fs.Arg(0), *timeout)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(*timeout))
+	buf := make([]byte, len(greeting))
+	if _, err := io.ReadFull(c, buf); err != nil {
+		return fmt.Errorf("connect %s: read greeting: %w", fs.Arg(0), err)
+	}
+	if string(buf) != greeting {
+		return fmt.Errorf("connect %s: greeting %q, want %q", fs.Arg(0), buf, greeting)
+	}
+	fmt.Printf("connected to %s (%s)\n", fs.Arg(0), c.RemoteAddr())
 	return nil
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,5 +38,26 @@ func TestRun(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(dir, "probe"))
 	if err != nil || !strings.HasPrefix(string(b), "written by uid ") {
 		t.Fatalf("probe file: %q, %v", b, err)
+	}
+}
+
+func TestServeConnect(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, []string{"-listen", "127.0.0.1:0"}, ready) }()
+	addr := <-ready
+	for i := 0; i < 3; i++ {
+		if err := run([]string{"connect", addr.String()}); err != nil {
+			t.Fatalf("connect %d: %v", i, err)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	// Nothing listens there any more.
+	if err := run([]string{"connect", "-timeout", "1s", addr.String()}); err == nil || !strings.Contains(err.Error(), "connect") {
+		t.Fatalf("connect after stop = %v, want an error", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 func (b *Broker) httpServers() []httpServer {
 	reg := prometheus.NewRegistry()
 	mgmt.NewMetrics(reg, b)
+	reg.MustRegister(b.Stream.Collector())
 	return []httpServer{
 		{name: ListenerHTTP, addr: b.cfg.HTTP.Listen, handler: mgmt.NewServer(b, b.log.With("subsystem", "http")).Handler()},
 		{name: ListenerPrometheus, addr: b.cfg.Prometheus.Listen, handler: mgmt.MetricsHandler(reg)},

@@ -3,6 +3,8 @@ package stream_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 
 	"github.com/warrenmq/warren/broker/brokertest"
+	"github.com/warrenmq/warren/broker/server"
 )
 
 func TestDeclarePublishConsume(t *testing.T) {
@@ -123,6 +126,24 @@ func TestClientFiltering(t *testing.T) {
 	for _, b := range got {
 		if !strings.HasPrefix(b, "eu-") {
 			t.Fatalf("got %q", b)
+		}
+	}
+}
+
+// TestMetrics: the stream server's counters are on the Prometheus endpoint.
+func TestMetrics(t *testing.T) {
+	n := brokertest.Start(t)
+	e := env(t, n)
+	must(t, e.DeclareStream("m", nil))
+	publish(t, e, "m", "x", 100, nil)
+	resp, err := http.Get("http://" + n.Addr(server.ListenerPrometheus).String() + "/metrics")
+	must(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	must(t, err)
+	for _, want := range []string{"warren_stream_messages_confirmed_total 100", "warren_stream_messages_published_total 100", "warren_stream_connections "} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q", want)
 		}
 	}
 }

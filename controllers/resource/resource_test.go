@@ -132,3 +132,56 @@ func TestClientServiceKeepsNodePorts(t *testing.T) {
 		t.Error("allocated node port dropped")
 	}
 }
+
+// The defaults only prefer spreading (so every replica schedules on a
+// single-node cluster); what the user writes in spec.affinity and
+// spec.topologySpreadConstraints, "required" included, is used as given.
+func TestSchedulingDefaultsPreferAndUserRulesWin(t *testing.T) {
+	required := &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/instance": "w"}},
+			TopologyKey:   corev1.LabelHostname,
+		}},
+	}}
+	strict := []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule}}
+	cases := []struct {
+		name         string
+		broker       *warrenv1.Broker
+		wantRequired bool
+		wantSpread   corev1.UnsatisfiableConstraintAction
+	}{
+		{"defaults", broker(), false, corev1.ScheduleAnyway},
+		{"user asks for required", broker(func(b *warrenv1.Broker) {
+			b.Spec.Affinity = required
+			b.Spec.TopologySpreadConstraints = strict
+		}), true, corev1.DoNotSchedule},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := &StatefulSetBuilder{Broker: tc.broker, DefaultImage: "img", Replicas: 3}
+			obj, _ := sb.Build()
+			if err := sb.Update(obj); err != nil {
+				t.Fatal(err)
+			}
+			pod := obj.(*appsv1.StatefulSet).Spec.Template.Spec
+			aa := pod.Affinity.PodAntiAffinity
+			if got := len(aa.RequiredDuringSchedulingIgnoredDuringExecution) > 0; got != tc.wantRequired {
+				t.Errorf("required anti-affinity = %v, want %v", got, tc.wantRequired)
+			}
+			if !tc.wantRequired && len(aa.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
+				t.Error("no preferred anti-affinity by default")
+			}
+			if pod.Affinity.NodeAffinity != nil || pod.Affinity.PodAffinity != nil {
+				t.Errorf("unexpected node or pod affinity: %+v", pod.Affinity)
+			}
+			if len(pod.TopologySpreadConstraints) == 0 {
+				t.Fatal("no topology spread constraints")
+			}
+			for _, c := range pod.TopologySpreadConstraints {
+				if c.WhenUnsatisfiable != tc.wantSpread {
+					t.Errorf("spread on %s: %s, want %s", c.TopologyKey, c.WhenUnsatisfiable, tc.wantSpread)
+				}
+			}
+		})
+	}
+}

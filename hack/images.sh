@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# hack/images.sh (make images): the warren and warren-operator images as
+# hack/images.sh (make images): the warren, warren-operator and warren-perf images as
 # archives in out/images, with no Docker daemon: static linux/amd64 binaries
 # (CGO_ENABLED=0, -trimpath) put in an image by hack/imagebuild from the
 # final stage of images/NAME.Dockerfile, so `docker build -f
 # images/NAME.Dockerfile .` makes the same image.
 #
-# Usage: hack/images.sh [NAME...]        (default: warren warren-operator)
+# Usage: hack/images.sh [NAME...]        (default: warren warren-operator warren-perf)
 #
 # Environment:
 #   IMAGE_REGISTRY=docker.io/warrenmq   registry and repository prefix
@@ -26,7 +26,7 @@ REGISTRY=${IMAGE_REGISTRY:-docker.io/warrenmq}
 TAG=${IMAGE_TAG:-dev}
 OUT=${IMAGES_OUT:-out/images}
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(warren warren-operator)
+[ ${#names[@]} -gt 0 ] || names=(warren warren-operator warren-perf)
 log() { printf 'images: %s\n' "$*" >&2; }
 
 mkdir -p "$OUT/bin"

@@ -22,6 +22,7 @@ func TestProjectDockerfiles(t *testing.T) {
 	}{
 		{"warren.Dockerfile", "/usr/local/bin/warren", []string{"/usr/local/bin/warren"}, []string{"serve"}, 7},
 		{"warren-operator.Dockerfile", "/usr/local/bin/warren-operator", []string{"/usr/local/bin/warren-operator"}, nil, 0},
+		{"warren-perf.Dockerfile", "/usr/local/bin/warren-perf", []string{"/usr/local/bin/warren-perf"}, nil, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {

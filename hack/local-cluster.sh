@@ -10,7 +10,8 @@
 #                       node is Ready and cluster DNS answers
 #   down                stop everything and remove what up created: processes,
 #                       containers, mounts, network namespaces, the bridge,
-#                       iptables rules, cgroups, files; sysctls restored
+#                       iptables rules, conntrack entries, cgroups, files;
+#                       sysctls restored
 #   status              what runs, the node and the pods
 #   load IMAGE-ARCHIVE  import an image archive (make images) into the node's
 #                       containerd (ctr -n k8s.io images import)
@@ -853,6 +854,12 @@ cmd_down() {
 	done
 	ip link del "$BRIDGE" 2>/dev/null || true
 	cleanup_iptables
+	# Connection tracking entries of pods and Services.
+	if command -v conntrack >/dev/null; then
+		conntrack -D -s "$POD_SUBNET" >/dev/null 2>&1 || true
+		conntrack -D -d "$POD_SUBNET" >/dev/null 2>&1 || true
+		conntrack -D -d "$SERVICE_CIDR" >/dev/null 2>&1 || true
+	fi
 	cleanup_cgroups
 	# Files outside $DIR: host-path volumes and the kubelet's log links.
 	if [ -f "$DIR/host-state" ]; then

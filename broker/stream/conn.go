@@ -57,6 +57,7 @@ type conn struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
+	closed chan struct{} // closed by closeWith
 	pub    proto.Publish // reused by the publish path
 	dups   []uint64
 	dirty  []*streamState // streams with publishes not yet flushed
@@ -74,6 +75,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		publishers: map[uint8]*publisher{},
 		subs:       map[uint8]*subscription{},
 		updates:    map[uint32]*subscription{},
+		closed:     make(chan struct{}),
 	}
 	c.frameMax.Store(s.cfg.FrameMax)
 	return c
@@ -125,6 +127,7 @@ func (c *conn) closeWith(code uint16, reason string) {
 	if c.closing.Swap(true) {
 		return
 	}
+	close(c.closed)
 	c.out.send(&proto.Close{CorrelationID: c.corr(), Code: code, Reason: reason})
 	c.out.finish()
 	// Unblock the reader.
@@ -241,6 +244,8 @@ func (c *conn) handle(body []byte) error {
 			c.flushPublishes()
 			select {
 			case <-c.srv.unblockedCh():
+			case <-c.closed:
+				return nil
 			case <-c.ctx.Done():
 				return nil
 			}

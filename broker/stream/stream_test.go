@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/message"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
@@ -145,5 +146,23 @@ func TestMetrics(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q", want)
 		}
+	}
+}
+
+// TestCreateStreamArguments: create-stream arguments become the stream
+// queue's x-arguments, visible (and checked for equivalence) over AMQP.
+func TestCreateStreamArguments(t *testing.T) {
+	n := brokertest.Start(t)
+	e := env(t, n)
+	must(t, e.DeclareStream("args", stream.NewStreamOptions().SetMaxAge(2*time.Hour).
+		SetMaxLengthBytes(stream.ByteCapacity{}.MB(5)).SetMaxSegmentSizeBytes(stream.ByteCapacity{}.MB(1))))
+	ch := n.Channel(t)
+	same := amqp091.Table{"x-queue-type": "stream", "x-max-age": "7200s", "x-max-length-bytes": int64(5_000_000), "x-stream-max-segment-size-bytes": int64(1_000_000)}
+	if _, err := ch.QueueDeclare("args", true, false, false, false, same); err != nil {
+		t.Fatalf("equivalent AMQP declare: %v", err)
+	}
+	other := amqp091.Table{"x-queue-type": "stream", "x-max-age": "1h", "x-max-length-bytes": int64(5_000_000), "x-stream-max-segment-size-bytes": int64(1_000_000)}
+	if _, err := ch.QueueDeclare("args", true, false, false, false, other); err == nil {
+		t.Fatal("inequivalent x-max-age accepted")
 	}
 }

@@ -166,3 +166,24 @@ func TestCreateStreamArguments(t *testing.T) {
 		t.Fatal("inequivalent x-max-age accepted")
 	}
 }
+
+// TestSubEntryBatching: sub-entry batches (uncompressed and each
+// compression the Go client offers) are stored as sent and read back.
+func TestSubEntryBatching(t *testing.T) {
+	n := brokertest.Start(t)
+	e := env(t, n)
+	for _, comp := range []stream.Compression{stream.Compression{}.None(), stream.Compression{}.Gzip(), stream.Compression{}.Snappy(), stream.Compression{}.Lz4(), stream.Compression{}.Zstd()} {
+		t.Run(comp.String(), func(t *testing.T) {
+			name := "sub-" + comp.String()
+			must(t, e.DeclareStream(name, nil))
+			publish(t, e, name, "m", 1000, stream.NewProducerOptions().SetSubEntrySize(100).SetCompression(comp))
+			col := newCollector()
+			c, err := e.NewConsumer(name, col.handle, stream.NewConsumerOptions().SetOffset(stream.OffsetSpecification{}.First()))
+			must(t, err)
+			defer c.Close()
+			if got := col.wait(t, 1000); !slices.Equal(got[:1000], names("m", 0, 1000)) {
+				t.Fatalf("got %v...", got[:3])
+			}
+		})
+	}
+}

@@ -6,7 +6,7 @@ DATA_DIR ?= ./data
 FUZZTIME ?= 10s
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build run test test-go test-fuzz test-java-stream lint generate bench bench-streams clean images manifests chart-crds docs-crd controller-gen controller-gen-path helm helm-path envtest
+.PHONY: all build run test test-go test-fuzz test-java-stream e2e lint generate bench bench-streams clean images manifests chart-crds docs-crd controller-gen controller-gen-path helm helm-path envtest
 
 all: build
 
@@ -40,6 +40,12 @@ test-fuzz:
 ## test-java-stream: drive a fresh broker with the official Java stream client (needs java and mvn)
 test-java-stream:
 	./hack/java-stream-check.sh
+
+## e2e: end-to-end suite on a real Kubernetes: brings up the local single-node cluster (root, Linux,
+## about 1 GiB), builds and loads the images, Helm-installs the operator, runs a three-node Broker and
+## client Jobs, tears the cluster down (E2E_CLUSTER=kind for kind; KUBECONFIG=... for a given cluster)
+e2e:
+	./e2e/run.sh
 
 ## lint: gofmt, go vet and staticcheck (pinned)
 lint:
@@ -111,7 +117,7 @@ envtest:
 bench:
 	./hack/bench.sh
 
-## images: warren and warren-operator images as archives in out/images (no Docker daemon;
+## images: warren, warren-operator and warren-perf images as archives in out/images (no Docker daemon;
 ## IMAGE_REGISTRY=docker.io/warrenmq IMAGE_TAG=dev), for ctr images import / kind load image-archive
 images:
 	./hack/images.sh

@@ -44,7 +44,7 @@ func sampleBroker(t *testing.T) *warrenv1.Broker {
 		t.Fatalf("sample Broker: %v", err)
 	}
 	b.Namespace = testNamespace
-	b.Spec.Image = image("warren")
+	b.Spec.Image = envOr("E2E_BROKER_IMAGE", image("warren"))
 	b.Spec.ImagePullPolicy = corev1.PullIfNotPresent
 	b.Spec.Override.ClientService = &apiextensionsv1.JSON{Raw: []byte(`{"spec":{"sessionAffinity":"ClientIP"}}`)}
 	return b
@@ -83,7 +83,11 @@ func testBecomesReady(t *testing.T, ctx context.Context, b *warrenv1.Broker) {
 		t.Fatalf("create Broker: %v", err)
 	}
 	t.Logf("created Broker %s/%s (image %s)", b.Namespace, b.Name, b.Spec.Image)
-	eventually(t, 10*time.Minute, "the Broker to be Ready", func() error {
+	timeout, err := time.ParseDuration(envOr("E2E_READY_TIMEOUT", "10m"))
+	if err != nil {
+		t.Fatalf("E2E_READY_TIMEOUT: %v", err)
+	}
+	eventually(t, timeout, "the Broker to be Ready", func() error {
 		if err := k.c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return err
 		}

@@ -18,6 +18,8 @@
 //	E2E_IMAGE_REGISTRY   registry/prefix of the images (docker.io/warrenmq)
 //	E2E_IMAGE_TAG        tag of the images (dev)
 //	E2E_KEEP=1           leave the operator, namespace and Broker behind
+//	E2E_BROKER_IMAGE     the Broker's image (default: the warren image under test)
+//	E2E_READY_TIMEOUT    how long the Broker may take to be Ready (10m)
 //
 // One test, TestBroker, walks a user's path in order (each step needs the
 // previous one): install the operator, apply the sample Broker with three

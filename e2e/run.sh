@@ -21,6 +21,7 @@
 #   E2E_KEEP_CLUSTER=1                leave the cluster (and the suite's objects) up
 #   E2E_TIMEOUT=45m                   go test -timeout
 #   E2E_RUN=regexp                    go test -run
+#   E2E_BROKER_IMAGE, E2E_READY_TIMEOUT (10m)   passed to the suite (e2e/doc.go)
 #   E2E_KIND_NAME=warren-e2e          kind cluster name
 #   IMAGE_REGISTRY=docker.io/warrenmq IMAGE_TAG=dev   image names (as make images)
 set -euo pipefail

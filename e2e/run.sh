@@ -142,5 +142,4 @@ args=(-tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-45m}")
 [ -z "${E2E_RUN:-}" ] || args+=(-run "$E2E_RUN")
 E2E_HELM=$HELM E2E_IMAGE_REGISTRY=$REGISTRY E2E_IMAGE_TAG=$TAG \
 	E2E_KEEP=${E2E_KEEP_CLUSTER:-} go test "${args[@]}" ./e2e/
-memory
 log "suite passed at $(elapsed)"

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	warrenv1 "github.com/warrenmq/warren/api/v1alpha1"
 	"github.com/warrenmq/warren/controllers/resource"
@@ -70,6 +72,12 @@ func (r *BrokerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		r.reportPaused(b, out)
 	} else {
 		result, err = r.reconcileSpec(ctx, b, out)
+	}
+	if errors.Is(err, errChildConflict) {
+		// Retry with fresh objects, reporting nothing: an update that lost
+		// a race is neither an error event nor a failed reconcile.
+		log.FromContext(ctx).V(1).Info("child changed meanwhile, retrying", "err", err)
+		return ctrl.Result{Requeue: true}, nil
 	}
 	if serr := r.updateStatus(ctx, b, out); serr != nil && err == nil {
 		err = serr

@@ -20,6 +20,10 @@ import (
 	"github.com/warrenmq/warren/controllers/resource"
 )
 
+// errChildConflict marks a child update that lost a race with another
+// writer; the reconcile is retried quietly.
+var errChildConflict = errors.New("child changed since it was read")
+
 // reconcileChildren creates or updates every child with its builder, the
 // Broker as controller owner (so deleting the Broker deletes them). An
 // event tells each creation and change; a child the API server refuses
@@ -58,6 +62,11 @@ func (r *BrokerReconciler) reconcileChildren(ctx context.Context, b *warrenv1.Br
 		})
 		if err != nil {
 			err = fmt.Errorf("%s %s: %w", kind, obj.GetName(), err)
+			if apierrors.IsConflict(err) {
+				// The child changed since the cache saw it (the StatefulSet
+				// controller writes its status): not a failure, read it again.
+				return fmt.Errorf("%w: %w", errChildConflict, err)
+			}
 			if apierrors.IsInvalid(err) || errors.Is(err, resource.ErrInvalidSpec) {
 				out.set(warrenv1.ReasonInvalidSpec, err.Error())
 				r.Recorder.Eventf(b, obj, corev1.EventTypeWarning, warrenv1.ReasonInvalidSpec, "Apply", "%v", err)

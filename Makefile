@@ -117,6 +117,11 @@ envtest:
 bench:
 	./hack/bench.sh
 
+## bench-streams: stream read-ahead study (message size x chunk size, read-ahead off/on,
+## stream protocol and AMQP; RabbitMQ's stream plugin), tables and chart into docs/benchmarks.md
+bench-streams:
+	./hack/bench-streams.sh
+
 ## images: warren, warren-operator and warren-perf images as archives in out/images (no Docker daemon;
 ## IMAGE_REGISTRY=docker.io/warrenmq IMAGE_TAG=dev), for ctr images import / kind load image-archive
 images:

@@ -1,0 +1,300 @@
+#!/usr/bin/env bash
+# make bench-streams: RabbitMQ's stream read-ahead study on this machine.
+#
+# Builds warren and warren-perf, starts a broker on a fresh data directory,
+# and for every message size x chunk size fills one stream with exact chunks
+# (warren-perf stream fill --window 1: one publish frame per chunk, the next
+# sent once the previous is confirmed), then reads it from the first offset
+# with the vhost's read-ahead off and on (switched at runtime through the HTTP
+# API), over the stream protocol and over AMQP (prefetch 200). The stream is
+# deleted before the next one is filled, so the disk holds one at a time.
+# Optionally the same fill and stream-protocol read on RabbitMQ's stream
+# plugin (Debian 3.10.8, no read-ahead), and the issue's headline targets.
+#
+# Results: out/bench-streams.tsv (one line per run), out/bench-streams.json,
+# out/bench-streams-<date>.md (tables) and out/bench-streams.png (chart).
+#
+# Environment:
+#   BENCH_STREAM_MESSAGES=1000000  messages per stream
+#   BENCH_SIZES=12,48,256,512,1024 message sizes (bytes)
+#   BENCH_CHUNKS=1,2,4,6,8,15,32,64,128,384  chunk sizes (messages)
+#   BENCH_PROTOCOLS=stream,amqp    protocols read with read-ahead off and on
+#   BENCH_PASSES=2                 reads per stream, protocol and setting
+#   BENCH_DEADLINE=                HH:MM (UTC): no pass after the first starts
+#                                  after this time (partial passes are in the TSV)
+#   BENCH_RABBITMQ=1               also fill and read RabbitMQ's streams
+#                                  (stream protocol; 0: skip)
+#   BENCH_RABBITMQ_MESSAGES=100000 messages per RabbitMQ stream (it reads
+#                                  1-message chunks at a few thousand msg/s)
+#   BENCH_RABBITMQ_SIZES=$BENCH_SIZES  message sizes on RabbitMQ
+#   BENCH_HEADLINE=1               measure the four headline targets (0: skip)
+#   BENCH_DATA_ROOT=/dev/shm       where the matrix's data directories live
+#                                  (see docs/benchmarks.md for why tmpfs)
+#   BENCH_DISK_ROOT=/tmp           data directory of the headline publish run
+#   BENCH_WRITE_DOCS=0             1: write the tables and chart into docs/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+CACHE=$ROOT/hack/.cache
+OUT=$ROOT/out
+mkdir -p "$CACHE" "$OUT"
+
+list() { tr ',' ' ' <<<"$1"; }
+MESSAGES=${BENCH_STREAM_MESSAGES:-1000000}
+SIZES=$(list "${BENCH_SIZES:-12,48,256,512,1024}")
+CHUNKS=$(list "${BENCH_CHUNKS:-1,2,4,6,8,15,32,64,128,384}")
+PROTOCOLS=$(list "${BENCH_PROTOCOLS:-stream,amqp}")
+PASSES=${BENCH_PASSES:-2}
+DEADLINE=${BENCH_DEADLINE:-}
+RABBIT=${BENCH_RABBITMQ:-1}
+RABBIT_MESSAGES=${BENCH_RABBITMQ_MESSAGES:-100000}
+RABBIT_SIZES=$(list "${BENCH_RABBITMQ_SIZES:-${BENCH_SIZES:-12,48,256,512,1024}}")
+HEADLINE=${BENCH_HEADLINE:-1}
+DATA_ROOT=${BENCH_DATA_ROOT:-/dev/shm}
+DISK_ROOT=${BENCH_DISK_ROOT:-/tmp}
+STAMP=$(date -u +%Y%m%d-%H%M)
+RESULTS=$OUT/bench-streams.tsv
+: > "$RESULTS"
+PERF=$ROOT/bin/warren-perf
+
+# Ports of the private brokers, away from the defaults so that a broker
+# someone else runs on this machine is neither hit nor in the way.
+W_AMQP=5682 W_STREAM=5562 W_HTTP=15682 W_PROM=15702 W_CLUSTER=25682
+R_AMQP=5683 R_STREAM=5563 R_DIST=25683 R_NODE=benchstreams@localhost
+W_STREAM_URI=rabbitmq-stream://guest:guest@127.0.0.1:$W_STREAM/%2f
+W_AMQP_URI=amqp://guest:guest@127.0.0.1:$W_AMQP/
+R_STREAM_URI=rabbitmq-stream://guest:guest@127.0.0.1:$R_STREAM/%2f
+
+log() { printf '%s %s\n' "$(date -u +%T)" "$*" >&2; }
+
+install_deps() {
+  if [ ! -x "$CACHE/venv/bin/python" ] || ! "$CACHE/venv/bin/python" -c 'import matplotlib' 2>/dev/null; then
+    log "installing matplotlib from PyPI into hack/.cache/venv"
+    python3 -m venv "$CACHE/venv"
+    "$CACHE/venv/bin/pip" install -q matplotlib
+  fi
+  if [ "$RABBIT" = 1 ] && ! command -v rabbitmq-server >/dev/null; then
+    log "installing rabbitmq-server from Debian"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server >/dev/null
+    (service rabbitmq-server stop || true) >/dev/null 2>&1
+  fi
+  log "building warren and warren-perf"
+  go build -o "$ROOT/bin/" ./cmd/warren ./cmd/warren-perf
+  # The broker runs under a name of its own: on a shared machine, scripts
+  # that stop "their" broker by process name must not stop this one.
+  mkdir -p "$CACHE/bin"
+  cp "$ROOT/bin/warren" "$CACHE/bin/bs-broker"
+}
+
+BROKER_PID=""
+start_warren() {
+  local dir=$1
+  rm -rf "$dir"; mkdir -p "$dir"
+  "$CACHE/bin/bs-broker" serve --data-dir "$dir" --set amqp.listen=127.0.0.1:$W_AMQP \
+    --set stream.listen=127.0.0.1:$W_STREAM --set http.listen=127.0.0.1:$W_HTTP \
+    --set prometheus.listen=127.0.0.1:$W_PROM --set cluster.listen=127.0.0.1:$W_CLUSTER \
+    ${BENCH_WARREN_ARGS:-} </dev/null >"$dir.log" 2>&1 &
+  BROKER_PID=$!
+  for _ in $(seq 1 100); do
+    grep -q "warren started" "$dir.log" 2>/dev/null && return
+    kill -0 "$BROKER_PID" 2>/dev/null || break
+    sleep 0.2
+  done
+  log "warren did not start"; cat "$dir.log"; exit 1
+}
+stop_warren() {
+  [ -n "$BROKER_PID" ] || return 0
+  kill "$BROKER_PID" 2>/dev/null || true; wait "$BROKER_PID" 2>/dev/null || true
+  BROKER_PID=""
+}
+
+RABBIT_DIR=""
+rabbit_env() {
+  export RABBITMQ_MNESIA_BASE=$RABBIT_DIR/mnesia RABBITMQ_LOG_BASE=$RABBIT_DIR/log \
+    RABBITMQ_NODENAME=$R_NODE RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_DIST_PORT=$R_DIST \
+    RABBITMQ_ENABLED_PLUGINS_FILE=$RABBIT_DIR/enabled_plugins RABBITMQ_CONFIG_FILE=$RABBIT_DIR/rabbitmq.conf
+}
+start_rabbitmq() {
+  RABBIT_DIR=$1
+  rm -rf "$RABBIT_DIR"; mkdir -p "$RABBIT_DIR"
+  # A private instance: its own plugins file (the stream plugin), ports and
+  # data, so the system's /etc/rabbitmq is left alone.
+  echo '[rabbitmq_stream].' > "$RABBIT_DIR/enabled_plugins"
+  printf 'listeners.tcp.default = %s\nstream.listeners.tcp.1 = %s\n' "$R_AMQP" "$R_STREAM" > "$RABBIT_DIR/rabbitmq.conf"
+  chown -R rabbitmq:rabbitmq "$RABBIT_DIR" 2>/dev/null || true
+  rabbit_env
+  (cd "$RABBIT_DIR" && setsid -f rabbitmq-server </dev/null >"$RABBIT_DIR/out.log" 2>&1)
+  for _ in $(seq 1 90); do
+    if timeout 10 rabbitmqctl -n "$R_NODE" await_startup >/dev/null 2>&1; then return; fi
+    sleep 1
+  done
+  log "rabbitmq did not start"; tail -20 "$RABBIT_DIR/out.log"; exit 1
+}
+stop_rabbitmq() {
+  [ -n "$RABBIT_DIR" ] || return 0
+  rabbit_env
+  timeout 60 rabbitmqctl -n "$R_NODE" stop >/dev/null 2>&1 || true
+  RABBIT_DIR=""
+}
+cleanup() { stop_warren; stop_rabbitmq; }
+trap cleanup EXIT
+
+# set_read_ahead on|off: the vhost's stream-read-ahead, at runtime.
+set_read_ahead() {
+  local v=true; [ "$1" = off ] && v=false
+  curl -sf -u guest:guest -X PUT -H 'content-type: application/json' \
+    -d "{\"storage\": {\"stream-read-ahead\": $v}}" "http://127.0.0.1:$W_HTTP/api/vhosts/%2F" >/dev/null || true
+  local got
+  got=$(curl -sf -u guest:guest "http://127.0.0.1:$W_HTTP/api/vhosts/%2F" | python3 -c 'import json,sys; print(str(json.load(sys.stdin)["storage"]["stream-read-ahead"]).lower())' || true)
+  [ "$got" = "$v" ] || { log "vhost read-ahead is ${got:-unknown}, wanted $v"; return 1; }
+}
+
+# json_field FILE FIELD
+json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], ""))' "$1" "$2"; }
+
+# record BROKER PROTOCOL SIZE CHUNK SETTING PASS JSONFILE WANT
+record() {
+  local rate n err
+  rate=$(json_field "$7" msg_per_s); n=$(json_field "$7" messages); err=$(json_field "$7" error)
+  if [ "$n" != "$8" ] || [ -n "$err" ]; then
+    log "$1 $2 size $3 chunk $4 $5: read $n of $8 messages ${err:+($err)}"; rate=0
+  fi
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$rate" "$n" >> "$RESULTS"
+  log "$1 $2 size $3 chunk $4 read-ahead $5 pass $6: $(printf '%.0f' "$rate") msg/s"
+}
+
+# fill URI STREAM SIZE CHUNK MESSAGES: exact chunks; checks the chunk count.
+# Fails (the cell is skipped) if the fill fails or the chunks are not exact.
+fill() {
+  local j=$OUT/.fill.json chunks want
+  rm -f "$j"
+  if ! "$PERF" stream fill --uri "$1" --stream "$2" --size "$3" --chunk "$4" --messages "$5" \
+    --window 1 --progress 0 --json "$j" >/dev/null; then
+    log "fill $2 failed"; return 1
+  fi
+  chunks=$(json_field "$j" chunks); want=$(( ($5 + $4 - 1) / $4 ))
+  [ "$chunks" = "$want" ] || { log "fill $2: $chunks chunks, wanted $want"; return 1; }
+  log "filled $2: $5 messages of $3 bytes in $chunks chunks at $(printf '%.0f' "$(json_field "$j" msg_per_s)") msg/s"
+}
+
+# read_stream URI STREAM MESSAGES JSON / read_amqp URI QUEUE MESSAGES JSON
+read_stream() {
+  "$PERF" stream consume --uri "$1" --stream "$2" --offset first --messages "$3" \
+    --progress 0 --json "$4" >/dev/null 2>&1 || true
+}
+read_amqp() {
+  "$PERF" amqp consume --uri "$1" --queue "$2" --stream-offset first --qos 200 --messages "$3" \
+    --idle 10s --progress 0 --json "$4" >/dev/null 2>&1 || true
+}
+
+past_deadline() {
+  [ -n "$DEADLINE" ] || return 1
+  [ "$(date -u +%H%M)" \> "${DEADLINE/:/}" ] || [ "$(date -u +%H%M)" = "${DEADLINE/:/}" ]
+}
+
+warren_matrix() {
+  log "warren: $MESSAGES messages per stream; sizes $SIZES; chunks $CHUNKS; $PROTOCOLS; $PASSES passes"
+  start_warren "$DATA_ROOT/bench-streams"
+  local size chunk pass proto ra name j=$OUT/.read.json order
+  for size in $SIZES; do
+    for chunk in $CHUNKS; do
+      name=bench-s$size-c$chunk
+      if ! kill -0 "$BROKER_PID" 2>/dev/null; then
+        log "warren stopped (see $DATA_ROOT/bench-streams.log): starting a new one"
+        start_warren "$DATA_ROOT/bench-streams"
+      fi
+      if ! fill "$W_STREAM_URI" "$name" "$size" "$chunk" "$MESSAGES"; then
+        curl -sf -u guest:guest -X DELETE "http://127.0.0.1:$W_HTTP/api/queues/%2F/$name" >/dev/null || true
+        continue
+      fi
+      for pass in $(seq 1 "$PASSES"); do
+        if [ "$pass" -gt 1 ] && past_deadline; then log "past $DEADLINE: no pass $pass"; break; fi
+        # Alternate which setting goes first, so a drift in background load
+        # falls on both.
+        order="off on"; [ $((pass % 2)) = 0 ] && order="on off"
+        for proto in $PROTOCOLS; do
+          for ra in $order; do
+            rm -f "$j"
+            set_read_ahead "$ra" || echo '{}' > "$j"
+            [ -f "$j" ] || \
+            if [ "$proto" = stream ]; then read_stream "$W_STREAM_URI" "$name" "$MESSAGES" "$j"
+            else read_amqp "$W_AMQP_URI" "$name" "$MESSAGES" "$j"; fi
+            [ -f "$j" ] || echo '{}' > "$j"
+            record warren "$proto" "$size" "$chunk" "$ra" "$pass" "$j" "$MESSAGES"
+          done
+        done
+      done
+      curl -sf -u guest:guest -X DELETE "http://127.0.0.1:$W_HTTP/api/queues/%2F/$name" >/dev/null || true
+    done
+  done
+  set_read_ahead on || true
+  stop_warren
+  rm -rf "$DATA_ROOT/bench-streams"
+}
+
+rabbit_matrix() {
+  log "rabbitmq: $RABBIT_MESSAGES messages per stream; sizes $RABBIT_SIZES; chunks $CHUNKS; stream protocol"
+  start_rabbitmq "$DATA_ROOT/bench-streams-rabbitmq"
+  local size chunk pass name j=$OUT/.read.json
+  for size in $RABBIT_SIZES; do
+    for chunk in $CHUNKS; do
+      name=bench-s$size-c$chunk
+      fill "$R_STREAM_URI" "$name" "$size" "$chunk" "$RABBIT_MESSAGES" || continue
+      for pass in $(seq 1 "$PASSES"); do
+        if [ "$pass" -gt 1 ] && past_deadline; then break; fi
+        rm -f "$j"
+        # RabbitMQ 3.10 has no stream stats command: read a known count.
+        read_stream "$R_STREAM_URI" "$name" "$RABBIT_MESSAGES" "$j"
+        [ -f "$j" ] || echo '{}' > "$j"
+        record rabbitmq stream "$size" "$chunk" - "$pass" "$j" "$RABBIT_MESSAGES"
+      done
+      rabbit_env; timeout 60 rabbitmqctl -n "$R_NODE" delete_queue "$name" >/dev/null 2>&1 || true
+    done
+  done
+  stop_rabbitmq
+  rm -rf "$DATA_ROOT/bench-streams-rabbitmq"
+}
+
+headlines() {
+  local j=$OUT/.read.json n=$MESSAGES best=0 rate pass
+  # One stream-protocol consumer, 12-byte messages in 300-message chunks
+  # (read-ahead at its default, on; the chunks are far above its limit).
+  start_warren "$DATA_ROOT/bench-streams"
+  fill "$W_STREAM_URI" bench-c300 12 300 "$n" || true
+  for pass in $(seq 1 "$PASSES"); do
+    rm -f "$j"; read_stream "$W_STREAM_URI" bench-c300 "$n" "$j"; [ -f "$j" ] || echo '{}' > "$j"
+    record warren stream-c300 12 300 on "$pass" "$j" "$n"
+  done
+  stop_warren
+  rm -rf "$DATA_ROOT/bench-streams"
+  # Publishing with confirms, one publisher, 12-byte messages, on a data
+  # directory on disk (every confirm waits for its group-commit fsync).
+  start_warren "$DISK_ROOT/bench-streams-disk"
+  for pass in $(seq 1 "$PASSES"); do
+    rm -f "$j"
+    "$PERF" stream publish --uri "$W_STREAM_URI" --stream "bench-publish-$pass" --size 12 \
+      --messages "$((n * 5))" --progress 0 --json "$j" >/dev/null 2>&1 || true
+    [ -f "$j" ] || echo '{}' > "$j"
+    rate=$(json_field "$j" msg_per_s)
+    printf 'warren\tstream-publish\t12\t-\t-\t%s\t%.0f\t%s\n' "$pass" "${rate:-0}" "$(json_field "$j" messages)" >> "$RESULTS"
+    log "warren stream publish with confirms pass $pass: $(printf '%.0f' "${rate:-0}") msg/s"
+  done
+  stop_warren
+  rm -rf "$DISK_ROOT/bench-streams-disk"
+}
+
+install_deps
+warren_matrix
+if [ "$HEADLINE" = 1 ]; then headlines; fi
+if [ "$RABBIT" = 1 ]; then rabbit_matrix; fi
+
+machine="$(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -r)"
+[ "$RABBIT" = 1 ] && machine="$machine; RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null) (Debian)"
+cmd="BENCH_STREAM_MESSAGES=$MESSAGES BENCH_SIZES=${SIZES// /,} BENCH_CHUNKS=${CHUNKS// /,} BENCH_PROTOCOLS=${PROTOCOLS// /,} BENCH_PASSES=$PASSES${DEADLINE:+ BENCH_DEADLINE=$DEADLINE} BENCH_RABBITMQ=$RABBIT"
+[ "$RABBIT" = 1 ] && cmd="$cmd BENCH_RABBITMQ_MESSAGES=$RABBIT_MESSAGES BENCH_RABBITMQ_SIZES=${RABBIT_SIZES// /,}"
+cmd="$cmd make bench-streams"
+args=(--results "$RESULTS" --machine "$machine" --command "$cmd" --json "$OUT/bench-streams.json"
+      --chart "$OUT/bench-streams.png" --table "$OUT/bench-streams-$STAMP.md")
+[ "${BENCH_WRITE_DOCS:-0}" = 1 ] && args+=(--write-docs "$ROOT/docs/benchmarks.md" --docs-chart "$ROOT/docs/bench-streams.png")
+"$CACHE/venv/bin/python" "$ROOT/hack/bench/streams.py" "${args[@]}"

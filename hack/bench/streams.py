@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Turns hack/bench-streams.sh results (TSV) into Markdown tables (the
+read-ahead matrix and the issue's headline targets), a JSON summary and a PNG
+chart; with --write-docs, writes the tables and the chart reference into
+docs/benchmarks.md between the bench-streams BEGIN/END markers.
+
+TSV columns: broker, protocol, message size, chunk size (messages),
+read-ahead (off, on or -), pass, msg/s (0: failed run), messages read."""
+import argparse
+import collections
+import json
+import re
+import shutil
+import statistics
+
+BEGIN = "<!-- BEGIN bench-streams table -->"
+END = "<!-- END bench-streams table -->"
+
+
+def load(path):
+    """{(broker, protocol, size, chunk, setting): [msg/s of each pass]}"""
+    runs = collections.defaultdict(list)
+    for line in open(path):
+        parts = line.rstrip("\n").split("\t")
+        if len(parts) < 7:
+            continue
+        broker, proto, size, chunk, setting, _pass, rate = parts[:7]
+        chunk = int(chunk) if chunk not in ("-", "") else 0
+        runs[(broker, proto, int(size), chunk, setting)].append(float(rate or 0))
+    return runs
+
+
+def mean(vals):
+    vals = [v for v in vals if v > 0]
+    return statistics.mean(vals) if vals else 0.0
+
+
+def num(v):
+    return f"{v:,.0f}" if v else "-"
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}x" if a and b else "-"
+
+
+def cells(runs):
+    """Sizes and chunk sizes of the matrix, and the mean rate of each cell."""
+    sizes, chunks = set(), set()
+    for (broker, proto, size, chunk, _s) in runs:
+        if proto in ("stream", "amqp"):
+            sizes.add(size)
+            chunks.add(chunk)
+    rate = {k: mean(v) for k, v in runs.items()}
+    return sorted(sizes), sorted(chunks), rate
+
+
+def matrix_table(runs):
+    sizes, chunks, rate = cells(runs)
+    rabbit = any(k[0] == "rabbitmq" for k in runs)
+    head = ["message size (B)", "chunk (messages)", "chunk (B)",
+            "stream off", "stream on", "stream on/off",
+            "AMQP off", "AMQP on", "AMQP on/off"]
+    if rabbit:
+        head += ["RabbitMQ 3.10.8 stream", "Warren stream on / RabbitMQ"]
+    out = ["| " + " | ".join(head) + " |", "| " + " | ".join("---:" for _ in head) + " |"]
+    for size in sizes:
+        for chunk in chunks:
+            g = lambda b, p, s: rate.get((b, p, size, chunk, s), 0)
+            so, sn = g("warren", "stream", "off"), g("warren", "stream", "on")
+            ao, an = g("warren", "amqp", "off"), g("warren", "amqp", "on")
+            if not (so or sn or ao or an or g("rabbitmq", "stream", "-")):
+                continue
+            row = [str(size), str(chunk), f"{size * chunk:,}", num(so), num(sn), ratio(sn, so),
+                   num(ao), num(an), ratio(an, ao)]
+            if rabbit:
+                r = g("rabbitmq", "stream", "-")
+                row += [num(r), ratio(sn, r)]
+            out.append("| " + " | ".join(row) + " |")
+    return "\n".join(out)
+
+
+def targets(runs):
+    """The four headline targets of issue 3: [(what, measured, target, met)]."""
+    _sizes, _chunks, rate = cells(runs)
+    rows = []
+    for proto, name, want in (("stream", "stream protocol", 8), ("amqp", "AMQP", 5)):
+        off, on = rate.get(("warren", proto, 12, 1, "off"), 0), rate.get(("warren", proto, 12, 1, "on"), 0)
+        if off and on:
+            rows.append((f"1-message chunks of 12 B, read-ahead on / off, {name}",
+                         f"{on / off:.2f}x ({num(on)} / {num(off)} msg/s)", f"≥ {want}x",
+                         "yes" if on / off >= want else "no"))
+    for proto, name in (("stream", "stream protocol"), ("amqp", "AMQP")):
+        diffs = []
+        for (b, p, size, chunk, s), off in rate.items():
+            if b != "warren" or p != proto or s != "off" or size * chunk < 4096:
+                continue
+            on = rate.get((b, p, size, chunk, "on"), 0)
+            if off and on:
+                diffs.append((abs(on / off - 1), size, chunk, on / off))
+        if diffs:
+            worst = max(diffs)
+            inside = sum(1 for d in diffs if d[0] <= 0.05)
+            rows.append((f"chunks ≥ 4096 B, on vs off, {name}",
+                         f"{inside} of {len(diffs)} cells within 5%; widest {worst[3]:.3f}x "
+                         f"({worst[1]} B x {worst[2]})", "within 5%",
+                         "yes" if inside == len(diffs) else "no"))
+    c300 = rate.get(("warren", "stream-c300", 12, 300, "on"), 0)
+    if c300:
+        rows.append(("one stream consumer, 12 B messages in 300-message chunks", f"{num(c300)} msg/s",
+                     "≥ 2,000,000 msg/s", "yes" if c300 >= 2e6 else "no"))
+    pub = rate.get(("warren", "stream-publish", 12, 0, "-"), 0)
+    if pub:
+        rows.append(("stream publish with confirms, 12 B, one publisher (data on disk)", f"{num(pub)} msg/s",
+                     "≥ 1,000,000 msg/s", "yes" if pub >= 1e6 else "no"))
+    return rows
+
+
+def targets_table(runs):
+    rows = targets(runs)
+    if not rows:
+        return ""
+    out = ["| target | measured | wanted | met |", "| --- | ---: | ---: | --- |"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def chart(runs, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes, chunks, rate = cells(runs)
+    protos = [p for p in ("stream", "amqp") if any(k[1] == p for k in runs)]
+    fig, axes = plt.subplots(1, len(protos), figsize=(6.5 * len(protos), 5), squeeze=False, sharey=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, proto in zip(axes[0], protos):
+        for i, size in enumerate(sizes):
+            c = colors[i % len(colors)]
+            for setting, style in (("off", "--"), ("on", "-")):
+                xs = [ch for ch in chunks if rate.get(("warren", proto, size, ch, setting))]
+                if xs:
+                    ax.plot(xs, [rate[("warren", proto, size, ch, setting)] for ch in xs], style,
+                            color=c, marker="o", ms=3, label=f"{size} B, read-ahead {setting}")
+            if proto == "stream":
+                xs = [ch for ch in chunks if rate.get(("rabbitmq", "stream", size, ch, "-"))]
+                if xs:
+                    ax.plot(xs, [rate[("rabbitmq", "stream", size, ch, "-")] for ch in xs], ":",
+                            color=c, marker="x", ms=4, label=f"{size} B, RabbitMQ 3.10.8")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(chunks)
+        ax.set_xticklabels([str(c) for c in chunks])
+        ax.set_xlabel("chunk size (messages)")
+        ax.set_title("stream protocol" if proto == "stream" else "AMQP 0.9.1 (prefetch 200)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+    axes[0][0].set_ylabel("messages per second (one consumer)")
+    fig.suptitle("Warren: reading a stream from the first offset, read-ahead off (dashed) and on (solid)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def summary_json(runs, path):
+    out = [{"broker": b, "protocol": p, "size": s, "chunk": c, "read_ahead": st,
+            "msg_per_s": vals, "mean_msg_per_s": mean(vals)}
+           for (b, p, s, c, st), vals in sorted(runs.items())]
+    json.dump({"runs": out, "targets": [dict(zip(("target", "measured", "wanted", "met"), r)) for r in targets(runs)]},
+              open(path, "w"), indent=1)
+
+
+def write_docs(doc, block):
+    text = open(doc).read()
+    new = f"{BEGIN}\n{block}\n{END}"
+    if BEGIN in text and END in text:
+        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _m: new, text, flags=re.S)
+    else:
+        text = text.rstrip("\n") + "\n\n## Streams: read-ahead\n\n" + new + "\n"
+    open(doc, "w").write(text)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--machine", default="")
+    ap.add_argument("--command", default="")
+    ap.add_argument("--json")
+    ap.add_argument("--chart")
+    ap.add_argument("--table")
+    ap.add_argument("--write-docs")
+    ap.add_argument("--docs-chart")
+    a = ap.parse_args()
+    runs = load(a.results)
+    parts = [f"Machine: {a.machine}. Command: `{a.command}`.", "",
+             "Messages per second read by one consumer from the first offset to the end "
+             "(mean over passes); read-ahead off and on is the vhost's `stream-read-ahead`.", "",
+             matrix_table(runs)]
+    t = targets_table(runs)
+    if t:
+        parts += ["", "Targets of issue 3:", "", t]
+    if a.chart:
+        chart(runs, a.chart)
+        parts += ["", "![msg/s against chunk size, read-ahead off and on](bench-streams.png)"]
+    block = "\n".join(parts)
+    print(block)
+    if a.table:
+        open(a.table, "w").write(block + "\n")
+    if a.json:
+        summary_json(runs, a.json)
+    if a.write_docs:
+        if a.chart and a.docs_chart:
+            shutil.copyfile(a.chart, a.docs_chart)
+        write_docs(a.write_docs, block)
+
+
+if __name__ == "__main__":
+    main()

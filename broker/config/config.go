@@ -26,6 +26,7 @@ type Config struct {
 
 	AMQP       AMQP       `json:"amqp"`
 	Stream     Stream     `json:"stream"`
+	TLS        TLS        `json:"tls"`
 	HTTP       HTTP       `json:"http"`
 	Prometheus Prometheus `json:"prometheus"`
 	Auth       Auth       `json:"auth"`
@@ -37,7 +38,10 @@ type Config struct {
 
 // AMQP configures the AMQP 0.9.1 listener.
 type AMQP struct {
-	Listen     string        `json:"listen"`
+	Listen string `json:"listen"`
+	// TLSListen, when set (conventionally ":5671"), serves AMQP over TLS
+	// there with the certificate of the tls section.
+	TLSListen  string        `json:"tls_listen"`
 	FrameMax   uint32        `json:"frame_max"`
 	ChannelMax uint16        `json:"channel_max"`
 	Heartbeat  time.Duration `json:"heartbeat"`
@@ -48,6 +52,12 @@ type AMQP struct {
 // Stream configures the RabbitMQ stream protocol listener.
 type Stream struct {
 	Listen string `json:"listen"`
+	// TLSListen, when set (conventionally ":5551"), serves the stream
+	// protocol over TLS there with the certificate of the tls section.
+	TLSListen string `json:"tls_listen"`
+	// AdvertisedTLSPort is returned in metadata on TLS connections; 0 means
+	// the TLS listener's port.
+	AdvertisedTLSPort int `json:"advertised_tls_port"`
 	// AdvertisedHost and AdvertisedPort are returned in metadata responses;
 	// empty host means the node's hostname.
 	AdvertisedHost string        `json:"advertised_host"`
@@ -320,6 +330,7 @@ func (c Config) Validate() error {
 	if c.Limits.MaxMessageSize <= 0 || c.Limits.MaxMessageSize > 512<<20 {
 		bad("limits.max_message_size", "must be between 1 and 536870912")
 	}
+	errs = append(errs, c.validateTLS()...)
 	if c.Auth.DefaultVhost == "" {
 		bad("auth.default_vhost", "must not be empty")
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +18,8 @@ const (
 	ListenerHTTP       = "http"
 	ListenerPrometheus = "prometheus"
 	ListenerStream     = "stream"
+	ListenerAMQPTLS    = "amqps"
+	ListenerStreamTLS  = "stream-tls"
 	ListenerPprof      = "pprof"
 )
 
@@ -24,12 +27,14 @@ const (
 func (b *Broker) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	b.cancel = cancel
-	ln, err := b.listen(ListenerAMQP, b.cfg.AMQP.Listen)
-	if err != nil {
-		cancel()
-		return err
+	if b.cfg.AMQP.Listen != "" {
+		ln, err := b.listen(ListenerAMQP, b.cfg.AMQP.Listen)
+		if err != nil {
+			cancel()
+			return err
+		}
+		b.serve(func() error { return b.AMQP.Serve(ctx, ln) }, ListenerAMQP)
 	}
-	b.serve(func() error { return b.AMQP.Serve(ctx, ln) }, ListenerAMQP)
 	if b.cfg.Stream.Listen != "" {
 		sln, err := b.listen(ListenerStream, b.cfg.Stream.Listen)
 		if err != nil {
@@ -38,6 +43,11 @@ func (b *Broker) Start(ctx context.Context) error {
 			return err
 		}
 		b.serve(func() error { return b.Stream.Serve(ctx, sln) }, ListenerStream)
+	}
+	if err := b.startTLS(ctx); err != nil {
+		cancel()
+		b.closeListeners()
+		return err
 	}
 	for _, h := range b.httpServers() {
 		if h.addr == "" {
@@ -65,7 +75,34 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	go b.watchResources(ctx)
 	b.ready.Store(true)
-	b.log.Info("warren started", "node", b.cfg.NodeName, "amqp", b.Addr(ListenerAMQP), "stream", b.Addr(ListenerStream), "http", b.Addr(ListenerHTTP), "prometheus", b.Addr(ListenerPrometheus), "data_dir", b.cfg.DataDir)
+	b.log.Info("warren started", "node", b.cfg.NodeName, "amqp", b.Addr(ListenerAMQP), "stream", b.Addr(ListenerStream), "amqps", b.Addr(ListenerAMQPTLS), "stream_tls", b.Addr(ListenerStreamTLS), "http", b.Addr(ListenerHTTP), "prometheus", b.Addr(ListenerPrometheus), "data_dir", b.cfg.DataDir)
+	return nil
+}
+
+// startTLS opens the TLS listeners that are configured: the same AMQP and
+// stream servers behind crypto/tls. Addr reports the TCP address.
+func (b *Broker) startTLS(ctx context.Context) error {
+	if !b.cfg.TLSEnabled() {
+		return nil
+	}
+	tcfg, err := b.cfg.TLS.ServerConfig()
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	if addr := b.cfg.AMQP.TLSListen; addr != "" {
+		ln, err := b.listen(ListenerAMQPTLS, addr)
+		if err != nil {
+			return err
+		}
+		b.serve(func() error { return b.AMQP.Serve(ctx, tls.NewListener(ln, tcfg)) }, ListenerAMQPTLS)
+	}
+	if addr := b.cfg.Stream.TLSListen; addr != "" {
+		ln, err := b.listen(ListenerStreamTLS, addr)
+		if err != nil {
+			return err
+		}
+		b.serve(func() error { return b.Stream.ServeTLS(ctx, ln, tcfg) }, ListenerStreamTLS)
+	}
 	return nil
 }
 
@@ -81,7 +118,7 @@ func (b *Broker) serve(fn func() error, name string) {
 
 func (b *Broker) listen(name, addr string) (net.Listener, error) {
 	listen := func(_ context.Context, addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
-	if name == ListenerStream {
+	if name == ListenerStream || name == ListenerStreamTLS {
 		listen = stream.Listen
 	}
 	ln, err := listen(context.Background(), addr)

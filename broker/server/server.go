@@ -96,13 +96,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		Version:          Version,
 	}, b, log.With("subsystem", "amqp"))
 	b.Stream = stream.NewServer(stream.Config{
-		FrameMax:         cfg.Stream.FrameMax,
-		Heartbeat:        cfg.Stream.Heartbeat,
-		AdvertisedHost:   cfg.Stream.AdvertisedHost,
-		AdvertisedPort:   cfg.Stream.AdvertisedPort,
-		HandshakeTimeout: cfg.AMQP.HandshakeTimeout,
-		Product:          "Warren",
-		WarrenVersion:    Version,
+		FrameMax:          cfg.Stream.FrameMax,
+		Heartbeat:         cfg.Stream.Heartbeat,
+		AdvertisedHost:    cfg.Stream.AdvertisedHost,
+		AdvertisedPort:    cfg.Stream.AdvertisedPort,
+		AdvertisedTLSPort: cfg.Stream.AdvertisedTLSPort,
+		HandshakeTimeout:  cfg.AMQP.HandshakeTimeout,
+		Product:           "Warren",
+		WarrenVersion:     Version,
 	}, b, log.With("subsystem", "stream"))
 	return b, nil
 }

@@ -105,7 +105,7 @@ func (c *conn) removeStream(ctx context.Context, name string) uint16 {
 }
 
 func (c *conn) metadata(m *proto.Metadata) {
-	host, port := c.srv.advertised()
+	host, port := c.srv.advertised(c.overTLS)
 	resp := &proto.MetadataResponse{CorrelationID: m.CorrelationID, Brokers: []proto.Broker{{Reference: 0, Host: host, Port: uint32(port)}}}
 	for _, name := range m.Streams {
 		sm := proto.StreamMetadata{Stream: name, Code: codeOK}

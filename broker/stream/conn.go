@@ -58,9 +58,11 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	closed chan struct{} // closed by closeWith
-	pub    proto.Publish // reused by the publish path
-	dups   []uint64
-	dirty  []*streamState // streams with publishes not yet flushed
+	// overTLS is set for connections accepted by ServeTLS (before serve).
+	overTLS bool
+	pub     proto.Publish // reused by the publish path
+	dups    []uint64
+	dirty   []*streamState // streams with publishes not yet flushed
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -339,7 +341,7 @@ func (c *conn) handshake(cmd proto.Command) error {
 		}
 		c.vh, c.perm = vh, meta.CompilePermission(perm)
 		c.vhost.Store(&m.Vhost)
-		host, port := c.srv.advertised()
+		host, port := c.srv.advertised(c.overTLS)
 		c.out.send(&proto.OpenResponse{CorrelationID: m.CorrelationID, Code: codeOK, Properties: map[string]string{
 			"advertised_host": host, "advertised_port": strconv.Itoa(port),
 		}})

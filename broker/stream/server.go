@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,6 +40,9 @@ type Config struct {
 	// node's hostname) and port.
 	AdvertisedHost string
 	AdvertisedPort int
+	// AdvertisedTLSPort is the port given to clients connected over TLS
+	// (ServeTLS); 0 means the TLS listener's port.
+	AdvertisedTLSPort int
 	// HandshakeTimeout bounds the time from accept to open.
 	HandshakeTimeout time.Duration
 	// Product and Version are sent as peer properties. Version must look like
@@ -69,9 +73,10 @@ type Server struct {
 
 	Counters Counters
 
-	advMu   sync.Mutex
-	advHost string
-	advPort int
+	advMu      sync.Mutex
+	advHost    string
+	advPort    int
+	advTLSPort int
 
 	reg registry
 
@@ -117,10 +122,14 @@ func NewServer(cfg Config, b Backend, log *slog.Logger) *Server {
 	return s
 }
 
-// advertised returns the host and port given to clients.
-func (s *Server) advertised() (string, int) {
+// advertised returns the host and port given to clients, the TLS
+// listener's port for clients connected over TLS.
+func (s *Server) advertised(overTLS bool) (string, int) {
 	s.advMu.Lock()
 	defer s.advMu.Unlock()
+	if overTLS {
+		return s.advHost, s.advTLSPort
+	}
 	return s.advHost, s.advPort
 }
 
@@ -148,6 +157,40 @@ func (s *Server) setAdvertised(ln net.Listener) {
 // Serve accepts connections on ln until ctx is done or ln is closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.setAdvertised(ln)
+	return s.serve(ctx, ln, false)
+}
+
+// ServeTLS accepts TLS connections on the TCP listener ln, with cfg, until
+// ctx is done or ln is closed. Metadata sent on these connections
+// advertises ln's port (or Config.AdvertisedTLSPort); the host is the one
+// Serve advertises when it runs too, else ln's.
+func (s *Server) ServeTLS(ctx context.Context, ln net.Listener, cfg *tls.Config) error {
+	port := s.cfg.AdvertisedTLSPort
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && port == 0 {
+		port = a.Port
+	}
+	s.advMu.Lock()
+	s.advTLSPort = port
+	host := s.advHost
+	s.advMu.Unlock()
+	if host == "" {
+		// No plain listener (yet): take the host from this one.
+		s.setAdvertisedHost(ln)
+	}
+	return s.serve(ctx, tls.NewListener(ln, cfg), true)
+}
+
+func (s *Server) setAdvertisedHost(ln net.Listener) {
+	s.advMu.Lock()
+	port := s.advPort
+	s.advMu.Unlock()
+	s.setAdvertised(ln)
+	s.advMu.Lock()
+	s.advPort = port
+	s.advMu.Unlock()
+}
+
+func (s *Server) serve(ctx context.Context, ln net.Listener, overTLS bool) error {
 	go func() {
 		<-ctx.Done()
 		_ = ln.Close()
@@ -172,6 +215,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		c := newConn(s, nc)
+		c.overTLS = overTLS
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()

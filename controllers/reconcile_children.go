@@ -29,7 +29,12 @@ var errChildConflict = errors.New("child changed since it was read")
 // event tells each creation and change; a child the API server refuses
 // sets ReconcileSuccess False with its error.
 func (r *BrokerReconciler) reconcileChildren(ctx context.Context, b *warrenv1.Broker, replicas int32, out *outcome) error {
-	config, err := resource.BrokerConfig(b)
+	tlsCA, err := r.checkTLSSecret(ctx, b)
+	if err != nil {
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, warrenv1.ReasonTLSSecretInvalid, "Render", "%v", err)
+		return out.fail(warrenv1.ReasonTLSSecretInvalid, err)
+	}
+	config, err := resource.BrokerConfig(b, tlsCA)
 	if err != nil {
 		out.set(warrenv1.ReasonInvalidSpec, err.Error())
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, warrenv1.ReasonInvalidSpec, "Render", "%v", err)
@@ -45,6 +50,7 @@ func (r *BrokerReconciler) reconcileChildren(ctx context.Context, b *warrenv1.Br
 		Replicas:       replicas,
 		ConfigHash:     resource.ConfigHash(config),
 		ServiceMonitor: smInstalled && smEnabled,
+		TLSCA:          tlsCA,
 	})
 	for _, bld := range builders {
 		obj, err := bld.Build()

@@ -93,6 +93,12 @@ type BrokerSpec struct {
 	// +optional
 	Service ServiceSpec `json:"service,omitempty"`
 
+	// TLS turns on AMQP over TLS (amqps, port 5671) and the stream
+	// protocol over TLS (port 5551) next to the plain listeners, with the
+	// certificate of a Secret. Changing it restarts the pods, one at a time.
+	// +optional
+	TLS *TLSSpec `json:"tls,omitempty"`
+
 	// Vhosts are the virtual hosts the operator creates in the cluster and
 	// whose storage policy it keeps as written here. A change is applied to
 	// the running cluster through the broker's HTTP API, without restarting
@@ -181,6 +187,21 @@ type ServiceSpec struct {
 	// load balancer.
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// TLSSpec is the certificate of the TLS listeners.
+type TLSSpec struct {
+	// SecretName is a Secret in the Broker's namespace, of type
+	// kubernetes.io/tls (as cert-manager writes them): tls.crt (the server
+	// certificate chain, leaf first, valid for the names clients connect
+	// to, such as the client Service's), tls.key, and optionally ca.crt.
+	// With ca.crt, client certificates that clients present are verified
+	// against it. The Secret is mounted read-only into the broker pods at
+	// /etc/warren/tls; a missing Secret or key is reported in the
+	// ReconcileSuccess condition (reason TLSSecretInvalid).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName"`
 }
 
 // VhostSpec is a virtual host and its storage policy.

@@ -28,4 +28,7 @@ const (
 	ReasonVhostPolicyError = "VhostPolicyError"
 	ReasonPVCExpandError   = "PVCExpandError"
 	ReasonInvalidSpec      = "InvalidSpec"
+	// ReasonTLSSecretInvalid: spec.tls.secretName names a Secret that is
+	// missing or lacks tls.crt or tls.key.
+	ReasonTLSSecretInvalid = "TLSSecretInvalid"
 )

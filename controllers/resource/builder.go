@@ -34,13 +34,16 @@ type Options struct {
 	// ServiceMonitor adds the ServiceMonitor builder (its CRD exists and the
 	// Broker enables it).
 	ServiceMonitor bool
+	// TLSCA: the spec.tls Secret has a ca.crt, so client certificates are
+	// verified against it.
+	TLSCA bool
 }
 
 // Builders returns the builders of a Broker's children, in creation order:
 // what pods mount comes before the StatefulSet.
 func Builders(b *warrenv1.Broker, o Options) []Builder {
 	bs := []Builder{
-		&ConfigMapBuilder{Broker: b},
+		&ConfigMapBuilder{Broker: b, TLSCA: o.TLSCA},
 		&DefaultUserSecretBuilder{Broker: b},
 		&JoinSecretBuilder{Broker: b},
 		&HeadlessServiceBuilder{Broker: b},

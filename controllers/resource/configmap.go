@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"path"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +16,11 @@ import (
 )
 
 // ConfigMapBuilder builds the ConfigMap holding the broker config file.
-type ConfigMapBuilder struct{ Broker *warrenv1.Broker }
+type ConfigMapBuilder struct {
+	Broker *warrenv1.Broker
+	// TLSCA: the spec.tls Secret has a ca.crt (see BrokerConfig).
+	TLSCA bool
+}
 
 // Build returns the empty ConfigMap.
 func (c *ConfigMapBuilder) Build() (client.Object, error) {
@@ -25,7 +30,7 @@ func (c *ConfigMapBuilder) Build() (client.Object, error) {
 // Update writes the config file.
 func (c *ConfigMapBuilder) Update(obj client.Object) error {
 	cm := obj.(*corev1.ConfigMap)
-	cfg, err := BrokerConfig(c.Broker)
+	cfg, err := BrokerConfig(c.Broker, c.TLSCA)
 	if err != nil {
 		return err
 	}
@@ -40,12 +45,14 @@ func (c *ConfigMapBuilder) Update(obj client.Object) error {
 // BrokerConfig renders the node's config file (docs/configuration.md):
 // the listeners, the data directory, cluster discovery through the headless
 // Service, no loopback-only users (the default user comes from a Secret),
-// the memory alarm at 40% of the container's memory limit, then spec.config
+// the memory alarm at 40% of the container's memory limit, with spec.tls
+// the TLS listeners on 5671 and 5551 and the mounted certificate (and
+// tls.ca_file when tlsCA: the Secret has a ca.crt), then spec.config
 // merged over it. Per-node values (node name, advertised
 // host) and secrets (default user, join token) come from the environment
 // (WARREN_* variables set by the StatefulSet), not from this file, so the
 // file is the same on every node and its hash changes only with the spec.
-func BrokerConfig(b *warrenv1.Broker) (string, error) {
+func BrokerConfig(b *warrenv1.Broker, tlsCA bool) (string, error) {
 	cfg := map[string]any{
 		"data_dir":   DataDir,
 		"amqp":       map[string]any{"listen": fmt.Sprintf(":%d", PortAMQP)},
@@ -57,6 +64,18 @@ func BrokerConfig(b *warrenv1.Broker) (string, error) {
 			"listen": fmt.Sprintf(":%d", PortCluster),
 			"dns":    HeadlessHost(b),
 		},
+	}
+	if b.Spec.TLS != nil {
+		cfg["amqp"].(map[string]any)["tls_listen"] = fmt.Sprintf(":%d", PortAMQPS)
+		cfg["stream"].(map[string]any)["tls_listen"] = fmt.Sprintf(":%d", PortStreamTLS)
+		t := map[string]any{
+			"cert_file": path.Join(TLSDir, KeyTLSCert),
+			"key_file":  path.Join(TLSDir, KeyTLSKey),
+		}
+		if tlsCA {
+			t["ca_file"] = path.Join(TLSDir, KeyTLSCA)
+		}
+		cfg["tls"] = t
 	}
 	// The broker's memory alarm defaults to 40% of the host's RAM; in a pod
 	// the limit is what counts, so the alarm goes off at 40% of it, before

@@ -9,7 +9,9 @@ import (
 // Well-known ports of a Warren node (DESIGN.md).
 const (
 	PortAMQP       = 5672
+	PortAMQPS      = 5671
 	PortStream     = 5552
+	PortStreamTLS  = 5551
 	PortHTTP       = 15672
 	PortPrometheus = 15692
 	PortCluster    = 25672
@@ -20,7 +22,20 @@ const (
 	ConfigDir  = "/etc/warren"
 	ConfigFile = "warren.yaml"
 	DataDir    = "/var/lib/warren"
+	// TLSDir is where spec.tls.secretName is mounted.
+	TLSDir = "/etc/warren/tls"
 )
+
+// Keys of the spec.tls Secret (kubernetes.io/tls, plus the CA as
+// cert-manager writes it).
+const (
+	KeyTLSCert = "tls.crt"
+	KeyTLSKey  = "tls.key"
+	KeyTLSCA   = "ca.crt"
+)
+
+// TLSVolumeName is the pod volume of the spec.tls Secret.
+const TLSVolumeName = "tls"
 
 // ConfigHashAnnotation on the pod template is the hash of the broker config
 // file: a change to the file changes the template and rolls the pods; a

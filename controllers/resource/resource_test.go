@@ -43,7 +43,7 @@ func TestBrokerConfigMergesSpecConfig(t *testing.T) {
 					b.Spec.Config = &apiextensionsv1.JSON{Raw: []byte(tc.config)}
 				}
 			})
-			got, err := BrokerConfig(b)
+			got, err := BrokerConfig(b, false)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("err %v, want %v", err, tc.wantErr)
 			}
@@ -52,7 +52,7 @@ func TestBrokerConfigMergesSpecConfig(t *testing.T) {
 					t.Errorf("config lacks %q:\n%s", w, got)
 				}
 			}
-			again, _ := BrokerConfig(b)
+			again, _ := BrokerConfig(b, false)
 			if ConfigHash(again) != ConfigHash(got) {
 				t.Error("rendering is not deterministic")
 			}

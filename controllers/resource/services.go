@@ -17,13 +17,17 @@ import (
 // client Service (value "client"); the ServiceMonitor selects on it.
 const ServiceRoleLabel = "warrenmq.io/service"
 
-func clientPorts() []corev1.ServicePort {
-	return []corev1.ServicePort{
+func clientPorts(b *warrenv1.Broker) []corev1.ServicePort {
+	ports := []corev1.ServicePort{
 		servicePort("amqp", PortAMQP),
 		servicePort("stream", PortStream),
 		servicePort("http", PortHTTP),
 		servicePort("prometheus", PortPrometheus),
 	}
+	if b.Spec.TLS != nil {
+		ports = append(ports, servicePort("amqps", PortAMQPS), servicePort("stream-tls", PortStreamTLS))
+	}
+	return ports
 }
 
 func servicePort(name string, port int32) corev1.ServicePort {
@@ -49,7 +53,7 @@ func (s *HeadlessServiceBuilder) Update(obj client.Object) error {
 	svc.Spec.Type = corev1.ServiceTypeClusterIP
 	svc.Spec.PublishNotReadyAddresses = true
 	svc.Spec.Selector = SelectorLabels(s.Broker)
-	svc.Spec.Ports = append([]corev1.ServicePort{servicePort("cluster", PortCluster)}, clientPorts()...)
+	svc.Spec.Ports = append([]corev1.ServicePort{servicePort("cluster", PortCluster)}, clientPorts(s.Broker)...)
 	return nil
 }
 
@@ -75,7 +79,7 @@ func (s *ClientServiceBuilder) Update(obj client.Object) error {
 	}
 	svc.Spec.Type = typ
 	svc.Spec.Selector = SelectorLabels(s.Broker)
-	ports := clientPorts()
+	ports := clientPorts(s.Broker)
 	for i := range ports {
 		for _, old := range svc.Spec.Ports {
 			if old.Name == ports[i].Name && typ != corev1.ServiceTypeClusterIP {

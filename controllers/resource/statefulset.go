@@ -143,12 +143,50 @@ func (s *StatefulSetBuilder) podSpec() corev1.PodSpec {
 			SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 		Containers: []corev1.Container{s.container()},
-		Volumes: []corev1.Volume{
-			{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-				LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(b)}}}},
-			{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-		},
+		Volumes:    volumes(b),
 	}
+}
+
+func volumes(b *warrenv1.Broker) []corev1.Volume {
+	vs := []corev1.Volume{
+		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(b)}}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	if b.Spec.TLS != nil {
+		// Readable by the broker's group (fsGroup) only: it holds the key.
+		vs = append(vs, corev1.Volume{Name: TLSVolumeName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: b.Spec.TLS.SecretName, DefaultMode: ptr.To[int32](0o440)}}})
+	}
+	return vs
+}
+
+func containerPorts(b *warrenv1.Broker) []corev1.ContainerPort {
+	ports := []corev1.ContainerPort{
+		{Name: "amqp", ContainerPort: PortAMQP, Protocol: corev1.ProtocolTCP},
+		{Name: "stream", ContainerPort: PortStream, Protocol: corev1.ProtocolTCP},
+		{Name: "http", ContainerPort: PortHTTP, Protocol: corev1.ProtocolTCP},
+		{Name: "prometheus", ContainerPort: PortPrometheus, Protocol: corev1.ProtocolTCP},
+		{Name: "cluster", ContainerPort: PortCluster, Protocol: corev1.ProtocolTCP},
+	}
+	if b.Spec.TLS != nil {
+		ports = append(ports,
+			corev1.ContainerPort{Name: "amqps", ContainerPort: PortAMQPS, Protocol: corev1.ProtocolTCP},
+			corev1.ContainerPort{Name: "stream-tls", ContainerPort: PortStreamTLS, Protocol: corev1.ProtocolTCP})
+	}
+	return ports
+}
+
+func volumeMounts(b *warrenv1.Broker) []corev1.VolumeMount {
+	ms := []corev1.VolumeMount{
+		{Name: DataVolumeName, MountPath: DataDir},
+		{Name: "config", MountPath: ConfigDir, ReadOnly: true},
+		{Name: "tmp", MountPath: "/tmp"},
+	}
+	if b.Spec.TLS != nil {
+		ms = append(ms, corev1.VolumeMount{Name: TLSVolumeName, MountPath: TLSDir, ReadOnly: true})
+	}
+	return ms
 }
 
 func (s *StatefulSetBuilder) container() corev1.Container {
@@ -185,13 +223,7 @@ func (s *StatefulSetBuilder) container() corev1.Container {
 			secretEnv("WARREN_AUTH_DEFAULT_PASS", DefaultUserSecretName(b), KeyPassword),
 			secretEnv("WARREN_CLUSTER_TOKEN", JoinSecretName(b), KeyToken),
 		},
-		Ports: []corev1.ContainerPort{
-			{Name: "amqp", ContainerPort: PortAMQP, Protocol: corev1.ProtocolTCP},
-			{Name: "stream", ContainerPort: PortStream, Protocol: corev1.ProtocolTCP},
-			{Name: "http", ContainerPort: PortHTTP, Protocol: corev1.ProtocolTCP},
-			{Name: "prometheus", ContainerPort: PortPrometheus, Protocol: corev1.ProtocolTCP},
-			{Name: "cluster", ContainerPort: PortCluster, Protocol: corev1.ProtocolTCP},
-		},
+		Ports:     containerPorts(b),
 		Resources: resources,
 		// Recovery of a large data directory may take minutes: the startup
 		// probe allows 10 of them before liveness takes over.
@@ -205,11 +237,7 @@ func (s *StatefulSetBuilder) container() corev1.Container {
 			// fsync its queues and hand over leadership.
 			PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 10}},
 		},
-		VolumeMounts: []corev1.VolumeMount{
-			{Name: DataVolumeName, MountPath: DataDir},
-			{Name: "config", MountPath: ConfigDir, ReadOnly: true},
-			{Name: "tmp", MountPath: "/tmp"},
-		},
+		VolumeMounts: volumeMounts(b),
 		SecurityContext: &corev1.SecurityContext{
 			RunAsNonRoot:             ptr.To(true),
 			ReadOnlyRootFilesystem:   ptr.To(true),

@@ -72,6 +72,10 @@ func (r *BrokerReconciler) updateStatus(ctx context.Context, b *warrenv1.Broker,
 		HTTP:    fmt.Sprintf("http://%s:%d", host, resource.PortHTTP),
 		Metrics: fmt.Sprintf("http://%s:%d/metrics", host, resource.PortPrometheus),
 	}
+	if b.Spec.TLS != nil {
+		st.Endpoints.AMQPS = fmt.Sprintf("amqps://%s:%d", host, resource.PortAMQPS)
+		st.Endpoints.StreamTLS = fmt.Sprintf("rabbitmq-stream+tls://%s:%d", host, resource.PortStreamTLS)
+	}
 	st.DefaultUser = &warrenv1.DefaultUserStatus{SecretName: resource.DefaultUserSecretName(b), ServiceName: resource.ClientServiceName(b)}
 
 	gen := b.Generation

@@ -45,6 +45,16 @@ func TestTLSSecretMountedAndListenersConfigured(t *testing.T) {
 		t.Fatal(err)
 	}
 	condition(t, b, warrenv1.ConditionReconcileSuccess, metav1.ConditionTrue, warrenv1.ReasonSuccess)
+	eventually(t, 10*time.Second, "TLS endpoints in status", func() error {
+		if err := getObj(b); err != nil {
+			return err
+		}
+		e := b.Status.Endpoints
+		if e == nil || e.AMQPS != "amqps://secure."+ns+".svc:5671" || e.StreamTLS != "rabbitmq-stream+tls://secure."+ns+".svc:5551" {
+			return fmt.Errorf("endpoints %+v", e)
+		}
+		return nil
+	})
 
 	sts := statefulSetOf(t, b)
 	pod := sts.Spec.Template.Spec

@@ -350,6 +350,12 @@ type BrokerEndpoints struct {
 	AMQP string `json:"amqp,omitempty"`
 	// Stream is the RabbitMQ stream protocol URL, rabbitmq-stream://host:5552.
 	Stream string `json:"stream,omitempty"`
+	// AMQPS is the AMQP 0.9.1 over TLS URL, amqps://host:5671, when
+	// spec.tls is set.
+	AMQPS string `json:"amqps,omitempty"`
+	// StreamTLS is the stream protocol over TLS URL,
+	// rabbitmq-stream+tls://host:5551, when spec.tls is set.
+	StreamTLS string `json:"streamTLS,omitempty"`
 	// HTTP is the HTTP API URL, http://host:15672.
 	HTTP string `json:"http,omitempty"`
 	// Metrics is the Prometheus metrics URL, http://host:15692/metrics.

@@ -18,9 +18,11 @@ const (
 	ListenerHTTP       = "http"
 	ListenerPrometheus = "prometheus"
 	ListenerStream     = "stream"
-	ListenerAMQPTLS    = "amqps"
-	ListenerStreamTLS  = "stream-tls"
-	ListenerPprof      = "pprof"
+	// The TLS listeners have RabbitMQ's protocol names (management API
+	// overview, listeners).
+	ListenerAMQPTLS   = "amqp/ssl"
+	ListenerStreamTLS = "stream/ssl"
+	ListenerPprof     = "pprof"
 )
 
 // Start opens the listeners and serves until Shutdown.

@@ -7,11 +7,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -325,6 +327,33 @@ func TestTLSRefusals(t *testing.T) {
 	ch := n.Channel(t)
 	if _, err := ch.QueueDeclare("plain", false, false, false, false, nil); err != nil {
 		t.Fatal(err)
+	}
+
+	// The HTTP API lists the TLS listeners under RabbitMQ's protocol names.
+	req, _ := http.NewRequest(http.MethodGet, n.HTTPURL()+"/api/overview", nil)
+	req.SetBasicAuth("guest", "guest")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var overview struct {
+		Listeners []struct {
+			Protocol string `json:"protocol"`
+			Port     int    `json:"port"`
+		} `json:"listeners"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&overview); err != nil {
+		t.Fatal(err)
+	}
+	ports := map[string]int{}
+	for _, l := range overview.Listeners {
+		ports[l.Protocol] = l.Port
+	}
+	for proto, name := range map[string]string{"amqp/ssl": server.ListenerAMQPTLS, "stream/ssl": server.ListenerStreamTLS} {
+		if want := n.Addr(name).(*net.TCPAddr).Port; ports[proto] != want {
+			t.Errorf("overview listener %s: port %d, want %d (all: %v)", proto, ports[proto], want, ports)
+		}
 	}
 }
 

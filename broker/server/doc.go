@@ -7,6 +7,12 @@
 // accepting, close client connections (in-flight publishes finish), close
 // vhosts (queues flush and fsync, recording a clean shutdown), close meta.
 //
+// TLS: amqp.tls_listen and stream.tls_listen open more TCP listeners whose
+// connections go through crypto/tls to the same AMQP and stream servers.
+// A *tls.Conn is not a syscall.Conn, so the AMQP connection's inline
+// RawConn write path is off for it and its writes go through the writer
+// goroutine (and thus through TLS).
+//
 // Message ids are node-unique across restarts: the counter starts at the boot
 // time in nanoseconds, so ids handed out after a restart exceed every stored one.
 package server

@@ -3,6 +3,10 @@
 // from them, on top of the codec in the proto subpackage and the stream
 // log in broker/store/streamlog. It works with the unmodified official
 // clients (rabbitmq-stream-go-client, the Java stream client).
+// ServeTLS serves the same protocol behind crypto/tls (port 5551): chunks
+// are then copied through TLS instead of sendfile, and metadata on a TLS
+// connection advertises the TLS port, so clients that follow it (the Go
+// client's producers and consumers) stay on TLS.
 //
 // Streams are queues of type stream in a vhost (queue.Stream, created by
 // create stream or by an AMQP queue.declare with x-queue-type stream):

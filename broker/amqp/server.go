@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/netaccept"
 	"github.com/warrenmq/warren/broker/vhost"
 )
 
@@ -89,28 +90,12 @@ func NewServer(cfg Config, b Backend, log *slog.Logger) *Server {
 
 // Serve accepts connections on ln until ctx is done or Shutdown is called.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	go func() {
-		<-ctx.Done()
-		_ = ln.Close()
-	}()
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return fmt.Errorf("amqp: accept: %w", err)
-		}
+	return netaccept.Serve(ctx, ln, "amqp", func(nc net.Conn) {
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
 			_ = nc.Close()
-			continue
+			return
 		}
 		c := newConn(s, s.nextID.Add(1), nc)
 		s.conns[c.id] = c
@@ -123,7 +108,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			delete(s.conns, c.id)
 			s.mu.Unlock()
 		}()
-	}
+	})
 }
 
 // Shutdown closes every connection with connection.close 320

@@ -3,7 +3,6 @@ package stream
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/netaccept"
 	"github.com/warrenmq/warren/broker/stream/proto"
 	"github.com/warrenmq/warren/broker/vhost"
 )
@@ -191,28 +191,12 @@ func (s *Server) setAdvertisedHost(ln net.Listener) {
 }
 
 func (s *Server) serve(ctx context.Context, ln net.Listener, overTLS bool) error {
-	go func() {
-		<-ctx.Done()
-		_ = ln.Close()
-	}()
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return fmt.Errorf("stream: accept: %w", err)
-		}
+	return netaccept.Serve(ctx, ln, "stream", func(nc net.Conn) {
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
 			_ = nc.Close()
-			continue
+			return
 		}
 		c := newConn(s, nc)
 		c.overTLS = overTLS
@@ -226,7 +210,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, overTLS bool) error
 			delete(s.conns, c)
 			s.mu.Unlock()
 		}()
-	}
+	})
 }
 
 // Shutdown closes every connection (close with code OK, "broker shutdown")

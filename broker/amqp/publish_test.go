@@ -338,11 +338,21 @@ func TestChannelErrors(t *testing.T) {
 			return err
 		}, 406},
 		{"unknown delivery tag", func(ch *amqp091.Channel) error {
+			// basic.ack has no reply: the 406 arrives as a channel.close,
+			// which may land before or after the next call is sent.
+			closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
 			if err := ch.Ack(999, false); err != nil {
 				return err
 			}
-			_, err := ch.QueueDeclarePassive("durable-q", true, false, false, false, nil)
-			return err
+			select {
+			case e := <-closed:
+				if e == nil {
+					return errors.New("channel closed without an error")
+				}
+				return e
+			case <-time.After(10 * time.Second):
+				return errors.New("channel not closed after an unknown delivery tag")
+			}
 		}, 406},
 		{"inequivalent exchange", func(ch *amqp091.Channel) error {
 			return ch.ExchangeDeclare("amq.direct", "fanout", true, false, false, false, nil)

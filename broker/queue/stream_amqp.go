@@ -260,8 +260,16 @@ func (sc *streamConsumer) run(ctx context.Context, r *streamlog.Reader) {
 		msg  message.Message
 	)
 	for {
-		ch, err := r.Next(ctx)
+		// Chunks already durable (from the read-ahead buffer when they are
+		// small) go out in one batch: the socket write waits until the
+		// reader would block, the credit runs out or the output is full.
+		ch, err := r.TryNext()
+		if err == nil && ch == nil {
+			sc.c.Flush()
+			ch, err = r.Next(ctx)
+		}
 		if err != nil {
+			sc.c.Flush()
 			return
 		}
 		ts := time.UnixMilli(ch.Header.Timestamp).UnixNano()
@@ -288,7 +296,6 @@ func (sc *streamConsumer) run(ctx context.Context, r *streamlog.Reader) {
 				}
 			}
 		}
-		sc.c.Flush()
 	}
 }
 

@@ -34,8 +34,14 @@ func (c *consumer) Deliver(d queue.Delivery) bool {
 		return false
 	}
 	if !c.noAck && !c.acquire() {
+		// Mark the consumer starved, then look again: a settle between
+		// the failed acquire and the mark saw starved false and woke
+		// nobody, and the queue would wait for credit it already has.
 		c.starved.Store(true)
-		return false
+		if !c.acquire() {
+			return false
+		}
+		c.starved.Store(false)
 	}
 	if ch.c.outputFull(c.wake) {
 		if !c.noAck {

@@ -547,3 +547,49 @@ func TestStreamFilterAMQP(t *testing.T) {
 		})
 	}
 }
+
+// A consumer that acks all its credit back at once (multiple) races the
+// queue taking its last credit: the queue must never end up waiting for
+// credit that came back meanwhile.
+func TestStreamConsumerNeverStallsOnMultipleAcks(t *testing.T) {
+	n := brokertest.Start(t)
+	ch := n.Channel(t)
+	declareStream(t, ch, "acks", nil)
+	const total = 20000
+	pub, err := n.Dial(t).Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < total; i++ {
+		if err := pub.PublishWithContext(context.Background(), "", "acks", false, false, amqp.Publishing{Body: []byte("m")}); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	for _, prefetch := range []int{1, 2, 3} {
+		t.Run(fmt.Sprintf("prefetch %d", prefetch), func(t *testing.T) {
+			c, err := n.Dial(t).Channel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Qos(prefetch, 0, false); err != nil {
+				t.Fatal(err)
+			}
+			ds, err := c.Consume("acks", "", false, false, false, false, amqp.Table{"x-stream-offset": "first"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for got := 1; got <= total; got++ {
+				select {
+				case d := <-ds:
+					if got%prefetch == 0 {
+						if err := d.Ack(true); err != nil {
+							t.Fatal(err)
+						}
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("stalled after %d of %d messages", got-1, total)
+				}
+			}
+		})
+	}
+}

@@ -44,7 +44,13 @@ MESSAGES=${BENCH_STREAM_MESSAGES:-1000000}
 SIZES=$(list "${BENCH_SIZES:-12,48,256,512,1024}")
 CHUNKS=$(list "${BENCH_CHUNKS:-1,2,4,6,8,15,32,64,128,384}")
 PROTOCOLS=$(list "${BENCH_PROTOCOLS:-stream,amqp}")
-PASSES=${BENCH_PASSES:-2}
+PASSES=${BENCH_PASSES:-3}
+# Credit of the stream-protocol consumer, in chunks. The official clients
+# start with 10, which for 1-message chunks keeps under a kilobyte in flight:
+# the consumer's credit round trip, not the broker's reads, then sets the
+# rate. The study gives the broker room to run ahead; 12 B x 1 is also read
+# with credit 10 (protocol "stream-credit10") to show the clients' default.
+CREDIT=${BENCH_STREAM_CREDIT:-65535}
 DEADLINE=${BENCH_DEADLINE:-}
 RABBIT=${BENCH_RABBITMQ:-1}
 RABBIT_MESSAGES=${BENCH_RABBITMQ_MESSAGES:-100000}
@@ -181,7 +187,7 @@ fill() {
 # read_stream URI STREAM MESSAGES JSON / read_amqp URI QUEUE MESSAGES JSON
 read_stream() {
   "$PERF" stream consume --uri "$1" --stream "$2" --offset first --messages "$3" \
-    --progress 0 --json "$4" >/dev/null 2>&1 || true
+    --credit "${5:-$CREDIT}" --progress 0 --json "$4" >/dev/null 2>&1 || true
 }
 read_amqp() {
   "$PERF" amqp consume --uri "$1" --queue "$2" --stream-offset first --qos 200 --messages "$3" \
@@ -222,6 +228,12 @@ warren_matrix() {
             else read_amqp "$W_AMQP_URI" "$name" "$MESSAGES" "$j"; fi
             [ -f "$j" ] || echo '{}' > "$j"
             record warren "$proto" "$size" "$chunk" "$ra" "$pass" "$j" "$MESSAGES"
+            if [ "$proto" = stream ] && [ "$size" = 12 ] && [ "$chunk" = 1 ] && [ "$CREDIT" != 10 ]; then
+              rm -f "$j"
+              read_stream "$W_STREAM_URI" "$name" "$MESSAGES" "$j" 10
+              [ -f "$j" ] || echo '{}' > "$j"
+              record warren stream-credit10 "$size" "$chunk" "$ra" "$pass" "$j" "$MESSAGES"
+            fi
           done
         done
       done
@@ -291,7 +303,7 @@ if [ "$RABBIT" = 1 ]; then rabbit_matrix; fi
 
 machine="$(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -r)"
 [ "$RABBIT" = 1 ] && machine="$machine; RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null) (Debian)"
-cmd="BENCH_STREAM_MESSAGES=$MESSAGES BENCH_SIZES=${SIZES// /,} BENCH_CHUNKS=${CHUNKS// /,} BENCH_PROTOCOLS=${PROTOCOLS// /,} BENCH_PASSES=$PASSES${DEADLINE:+ BENCH_DEADLINE=$DEADLINE} BENCH_RABBITMQ=$RABBIT"
+cmd="BENCH_STREAM_MESSAGES=$MESSAGES BENCH_STREAM_CREDIT=$CREDIT BENCH_SIZES=${SIZES// /,} BENCH_CHUNKS=${CHUNKS// /,} BENCH_PROTOCOLS=${PROTOCOLS// /,} BENCH_PASSES=$PASSES${DEADLINE:+ BENCH_DEADLINE=$DEADLINE} BENCH_RABBITMQ=$RABBIT"
 [ "$RABBIT" = 1 ] && cmd="$cmd BENCH_RABBITMQ_MESSAGES=$RABBIT_MESSAGES BENCH_RABBITMQ_SIZES=${RABBIT_SIZES// /,}"
 cmd="$cmd make bench-streams"
 args=(--results "$RESULTS" --machine "$machine" --command "$cmd" --json "$OUT/bench-streams.json"

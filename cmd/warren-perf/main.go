@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -31,13 +32,38 @@ func main() {
 }
 
 func newRootCmd() *cobra.Command {
+	var cpuProfile string
+	var profile *os.File
 	root := &cobra.Command{
 		Use:          "warren-perf",
 		Short:        "Load tool for Warren (and RabbitMQ): stream and AMQP publish/consume, stream fill",
 		SilenceUsage: true,
 		// Errors are printed by main.
 		SilenceErrors: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if cpuProfile == "" {
+				return nil
+			}
+			f, err := os.Create(cpuProfile)
+			if err != nil {
+				return fmt.Errorf("cpu profile: %w", err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				f.Close()
+				return fmt.Errorf("cpu profile: %w", err)
+			}
+			profile = f
+			return nil
+		},
+		PersistentPostRunE: func(*cobra.Command, []string) error {
+			if profile == nil {
+				return nil
+			}
+			pprof.StopCPUProfile()
+			return profile.Close()
+		},
 	}
+	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write the tool's own CPU profile to this file (go tool pprof)")
 	streamCmd := &cobra.Command{Use: "stream", Short: "Stream protocol (port 5552) load"}
 	streamCmd.AddCommand(newStreamFillCmd(), newStreamConsumeCmd(), newStreamPublishCmd())
 	amqpCmd := &cobra.Command{Use: "amqp", Short: "AMQP 0.9.1 (port 5672) load"}

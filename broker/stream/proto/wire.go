@@ -24,11 +24,17 @@ var (
 // without the size prefix). The body aliases buf when it fits, otherwise a new
 // slice is allocated. max bounds the body size (0: no bound beyond 2^31).
 func ReadFrame(r *bufio.Reader, buf []byte, max uint32) ([]byte, error) {
-	var sz [4]byte
-	if _, err := io.ReadFull(r, sz[:]); err != nil {
+	// Peek, not ReadFull into a local array: that array would escape to
+	// the heap, one allocation per frame.
+	sz, err := r.Peek(4)
+	if err != nil {
+		if len(sz) > 0 && errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
 		return nil, err
 	}
-	n := binary.BigEndian.Uint32(sz[:])
+	n := binary.BigEndian.Uint32(sz)
+	_, _ = r.Discard(4)
 	if (max != 0 && n > max) || n > 1<<31 {
 		return nil, fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, n)
 	}

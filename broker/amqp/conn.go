@@ -462,8 +462,11 @@ func decodeSASL(mechanism, response string) (string, string, error) {
 
 func (c *conn) readLoop(ctx context.Context) error {
 	var lastDeadline time.Time
-	for {
-		if c.heartbeat > 0 {
+	for frames := 0; ; frames++ {
+		// The clock is not free: look at it before a read that will reach
+		// the socket, and every 64 frames (the buffer may never run dry
+		// under a steady flow).
+		if c.heartbeat > 0 && (frames&63 == 0 || c.r.Buffered() == 0) {
 			if now := time.Now(); now.Sub(lastDeadline) > c.heartbeat/4 {
 				_ = c.nc.SetReadDeadline(now.Add(2 * c.heartbeat))
 				lastDeadline = now

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"sync/atomic"
+	"time"
 
 	"github.com/warrenmq/warren/broker/amqp/wire"
 	"github.com/warrenmq/warren/broker/meta"
@@ -22,6 +23,44 @@ type consumer struct {
 	starved  atomic.Bool // Deliver returned false; wake the queue when credit frees
 	gone     atomic.Bool
 	ready    atomic.Bool // consume-ok was sent: deliveries may follow it
+
+	// A starved consumer is woken once a batch of its prefetch is back
+	// (refillBatch), or refillDelay after the first credit came back,
+	// whichever is first: one wake-up and one socket write per batch of
+	// deliveries instead of one per ack. The client still holds the rest
+	// of its prefetch while the batch comes back, so it never waits for it.
+	refillArmed atomic.Bool
+	refillTimer *time.Timer // set at creation, stopped; refillArmed guards Reset
+}
+
+// refillDelay bounds how long credit that came back may wait to be used.
+const refillDelay = time.Millisecond
+
+// refillBatch is how much of its prefetch a starved consumer must get back
+// before the queue is woken without waiting for refillDelay.
+func (c *consumer) refillBatch() int32 { return max(1, c.prefetch/4) }
+
+// credited is called by settle after unacked fell to left: it reports
+// whether the queue should be woken now for this starved consumer, and
+// arms the refill timer otherwise.
+func (c *consumer) credited(left int32) bool {
+	if !c.starved.Load() {
+		return false
+	}
+	if c.prefetch == 0 || c.prefetch-left >= c.refillBatch() {
+		return c.starved.CompareAndSwap(true, false)
+	}
+	if c.refillArmed.CompareAndSwap(false, true) {
+		c.refillTimer.Reset(refillDelay)
+	}
+	return false
+}
+
+func (c *consumer) refillExpired() {
+	c.refillArmed.Store(false)
+	if c.starved.CompareAndSwap(true, false) {
+		c.wake()
+	}
 }
 
 func (c *consumer) NoAck() bool { return c.noAck }
@@ -259,6 +298,8 @@ func (ch *channel) basicConsume(ctx context.Context, m *wire.BasicConsume) error
 		return newError(wire.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
 	}
 	cons := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck, prefetch: ch.prefetchCount}
+	cons.refillTimer = time.AfterFunc(time.Hour, cons.refillExpired)
+	cons.refillTimer.Stop()
 	opts := queue.ConsumeOptions{Exclusive: m.Exclusive, Args: m.Arguments, Prefetch: int(ch.prefetchCount)}
 	if p, ok := m.Arguments["x-priority"]; ok {
 		if n, ok := toInt(p); ok {
@@ -409,8 +450,7 @@ func (ch *channel) settle(tag uint64, multiple bool, kind settleKind, requeue bo
 		}
 		batches[i].seqs = append(batches[i].seqs, m.seq)
 		if m.cons != nil {
-			m.cons.unacked.Add(-1)
-			if m.cons.starved.Swap(false) {
+			if m.cons.credited(m.cons.unacked.Add(-1)) {
 				wake = append(wake, m.cons)
 			}
 		}

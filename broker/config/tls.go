@@ -10,7 +10,7 @@ import (
 
 // TLS holds the certificate the TLS listeners (amqp.tls_listen,
 // stream.tls_listen) present, and how they treat client certificates. Files
-// are PEM, read once at start.
+// are PEM, read at start and again when they change (see ServerConfig).
 type TLS struct {
 	// CertFile is the server certificate chain (leaf first).
 	CertFile string `json:"cert_file"`
@@ -61,7 +61,7 @@ func (c Config) validateTLS() []error {
 		}
 	}
 	if len(errs) == 0 && t.CertFile != "" {
-		if _, err := c.TLS.ServerConfig(); err != nil {
+		if _, err := c.TLS.Load(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -76,9 +76,9 @@ func unwrapPathError(err error) error {
 	return err
 }
 
-// ServerConfig loads the certificate, key and CAs into a crypto/tls server
-// configuration (TLS 1.2 or later).
-func (t TLS) ServerConfig() (*tls.Config, error) {
+// Load reads the certificate, key and CAs into a crypto/tls server
+// configuration (TLS 1.2 or later), once.
+func (t TLS) Load() (*tls.Config, error) {
 	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("config: tls.cert_file %s and tls.key_file %s: %w", t.CertFile, t.KeyFile, err)

@@ -87,7 +87,13 @@ func (b *Broker) startTLS(ctx context.Context) error {
 	if !b.cfg.TLSEnabled() {
 		return nil
 	}
-	tcfg, err := b.cfg.TLS.ServerConfig()
+	tcfg, err := b.cfg.TLS.ServerConfig(func(err error) {
+		if err != nil {
+			b.log.Error("TLS certificate files changed but do not load", "err", err)
+			return
+		}
+		b.log.Info("TLS certificate files changed: reloaded for new connections", "cert_file", b.cfg.TLS.CertFile)
+	})
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}

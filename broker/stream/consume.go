@@ -246,10 +246,10 @@ func (s *subscription) deliverLoop(ctx context.Context, r *streamlog.Reader, don
 				// buffer and the data by sendfile. The file stays valid
 				// until the next read, so wait for it.
 				if len(stage) > 0 {
-					if !c.out.appendFn(func(b []byte) []byte { return append(b, stage...) }) {
+					var ok bool
+					if stage, ok = c.out.appendStaged(stage); !ok {
 						return
 					}
-					stage = stage[:0]
 				}
 				f, off, n := ch.DataSection()
 				hdr := ch.HeaderBytes()
@@ -270,8 +270,11 @@ func (s *subscription) deliverLoop(ctx context.Context, r *streamlog.Reader, don
 				break
 			}
 		}
-		if len(stage) > 0 && !c.out.appendFn(func(b []byte) []byte { return append(b, stage...) }) {
-			return
+		if len(stage) > 0 {
+			var ok bool
+			if stage, ok = c.out.appendStaged(stage); !ok {
+				return
+			}
 		}
 		c.srv.Counters.ChunksDelivered.Add(chunks)
 		c.srv.Counters.Delivered.Add(records)

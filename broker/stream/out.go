@@ -55,6 +55,27 @@ func (o *output) appendFn(fn func([]byte) []byte) bool {
 	return true
 }
 
+// appendStaged queues the bytes of stage, a buffer the caller built and
+// owns. When nothing is queued (the usual case: the writer took the last
+// batch) the buffers are swapped instead of copied. It returns a buffer for
+// the caller's next stage (stage itself, or the one it replaced), and false
+// once the output is closed.
+func (o *output) appendStaged(stage []byte) ([]byte, bool) {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return stage[:0], false
+	}
+	if len(o.buf) == 0 && len(o.secs) == 0 {
+		o.buf, stage = stage, o.buf
+	} else {
+		o.buf = append(o.buf, stage...)
+	}
+	o.mu.Unlock()
+	o.kick()
+	return stage[:0], true
+}
+
 // section is a piece of a file sent with sendfile at position at of the
 // buffer; done receives the outcome (the caller keeps the file open
 // until then).
@@ -165,6 +186,7 @@ func (o *output) run(nc net.Conn, heartbeat func() time.Duration) error {
 		}
 		b, secs := o.buf, o.secs
 		o.buf, o.secs = o.spare[:0], nil
+		o.spare = nil // o.buf owns it now (appendStaged may hand it out)
 		closeAfter := o.closeAfter
 		close(o.drained)
 		o.drained = make(chan struct{})

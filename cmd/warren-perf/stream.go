@@ -294,6 +294,9 @@ func parseOffset(s string) (proto.OffsetSpec, error) {
 	return proto.OffsetSpec{Type: proto.OffsetOffset, Value: n}, nil
 }
 
+// counts are a consumer's message, chunk and byte counts.
+type counts struct{ msgs, chunks, bytes int64 }
+
 func newStreamConsumeCmd() *cobra.Command {
 	var (
 		f        streamFlags
@@ -331,6 +334,7 @@ consumer would; without it only chunk headers are read.`,
 				endChunk                  = int64(-1)
 				pending                   int
 				grant                     = max(1, credit/2)
+				local                     counts
 			)
 			prog := startProgress(os.Stderr, "stream consume "+f.stream, f.progress)
 			onDeliver := func(_ uint8, chunk []byte) {
@@ -362,16 +366,28 @@ consumer would; without it only chunk headers are read.`,
 				} else {
 					n = int64(info.NumRecords)
 				}
-				got := msgs.Add(n)
-				prog.count.Store(got)
-				chunks.Add(1)
-				nbytes.Add(int64(info.DataLen))
+				// Counted here (the connection's reader goroutine) and
+				// published to the atomics every 64 chunks and at the end:
+				// four atomic adds per chunk were a fifth of the tool's work
+				// on 1-message chunks. A run cut by --duration may miss the
+				// last 63 chunks.
+				local.msgs += n
+				local.chunks++
+				local.bytes += int64(info.DataLen)
+				got := msgs.Load() + local.msgs
+				end := (total > 0 && got >= total) || (total <= 0 && endChunk >= 0 && int64(info.ChunkID) >= endChunk)
+				if local.chunks >= 64 || end {
+					prog.count.Store(msgs.Add(local.msgs))
+					chunks.Add(local.chunks)
+					nbytes.Add(local.bytes)
+					local = counts{}
+				}
 				// Credit goes back in batches of half the initial credit.
 				if pending++; pending >= grant {
 					_ = conn.Credit(1, uint16(pending))
 					pending = 0
 				}
-				if (total > 0 && got >= total) || (total <= 0 && endChunk >= 0 && int64(info.ChunkID) >= endChunk) {
+				if end {
 					once.Do(func() { close(finished) })
 				}
 			}

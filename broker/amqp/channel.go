@@ -101,7 +101,13 @@ func (ch *channel) handleFrame(ctx context.Context, f wire.Frame) error {
 		if err != nil {
 			return newError(wire.FrameError, "cannot decode method on channel %d: %v", ch.id, err)
 		}
-		if _, isPublish := m.(*wire.BasicPublish); !isPublish {
+		// What the client sent before this method reaches the queues
+		// first, so that it sees their effect. Publishes and settlements
+		// (ack, nack, reject) need not: they keep batching, and acks of a
+		// whole read go to each queue in one hand-over.
+		switch m.(type) {
+		case *wire.BasicPublish, *wire.BasicAck, *wire.BasicNack, *wire.BasicReject:
+		default:
 			if err := ch.c.flushPublishes(ctx); err != nil {
 				return err
 			}

@@ -62,7 +62,7 @@ type conn struct {
 	closeOnce   sync.Once
 
 	batch publishBatch // reader only: publishes not yet handed to queues
-	acks  ackBatch     // reader only: acks not yet handed to queues
+	acks  ackBatch     // acks not yet handed to queues (its own lock: a timer flushes it too)
 
 	wroteInline atomic.Bool // flushInline wrote since the writer's last heartbeat check
 	closeSent   atomic.Bool // we sent connection.close and wait for close-ok
@@ -91,6 +91,7 @@ func newConn(s *Server, id uint64, nc net.Conn) *conn {
 			c.raw = raw
 		}
 	}
+	c.acks.init()
 	c.state.Store("starting")
 	return c
 }
@@ -286,6 +287,8 @@ func (c *conn) serve(ctx context.Context) {
 	c.state.Store("closing")
 	_ = c.flushPublishes(context.WithoutCancel(ctx))
 	c.cleanup(ctx)
+	c.acks.flush() // what cleanup settled
+	c.acks.stop()
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, errClientClosed) {
 		c.srv.log.Debug("amqp connection closed", "conn", c.name, "err", err)
 	}
@@ -473,10 +476,12 @@ func (c *conn) readLoop(ctx context.Context) error {
 			}
 		}
 		if c.r.Buffered() == 0 {
-			if c.batch.n > 0 || len(c.acks.queues) > 0 {
+			if c.batch.n > 0 {
 				if err := c.flushPublishes(ctx); err != nil {
 					return err
 				}
+			} else {
+				c.acks.flushSoon()
 			}
 			c.flush()
 		}

@@ -229,30 +229,6 @@ func (b *publishBatch) add(q queue.Queue, p queue.Publish) {
 	b.queues = append(b.queues, queueBatch{q: q, pubs: []queue.Publish{p}})
 }
 
-// ackBatch collects a connection's acks per queue.
-type ackBatch struct {
-	queues []queue.Queue
-	seqs   [][]uint64
-}
-
-func (a *ackBatch) add(q queue.Queue, seqs []uint64) {
-	for i, have := range a.queues {
-		if have == q {
-			a.seqs[i] = append(a.seqs[i], seqs...)
-			return
-		}
-	}
-	a.queues = append(a.queues, q)
-	a.seqs = append(a.seqs, seqs)
-}
-
-func (a *ackBatch) flush() {
-	for i, q := range a.queues {
-		q.Ack(a.seqs[i])
-	}
-	a.queues, a.seqs = a.queues[:0], a.seqs[:0]
-}
-
 // flushPublishes hands batched acks and publishes to their queues, then
 // applies flow control (Throttle) per queue.
 func (c *conn) flushPublishes(ctx context.Context) error {

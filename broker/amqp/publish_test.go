@@ -2,8 +2,11 @@ package amqp_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -465,4 +468,65 @@ func TestPrefetchLimitsUnacked(t *testing.T) {
 			t.Fatalf("credit not returned after multiple ack: got %d more", i)
 		}
 	}
+}
+
+// TestAcksReachTheQueueWithoutFurtherTraffic: a few acks and then silence
+// on the connection still settle the messages in the queue (acks are
+// handed to queues in batches, the last batch by a timer), as another
+// client sees: the queue empties.
+func TestAcksReachTheQueueWithoutFurtherTraffic(t *testing.T) {
+	n := brokertest.Start(t)
+	ch := n.Channel(t)
+	q := declare(t, ch, "settled", false, nil)
+	publishConfirmed(t, ch, "", q.Name, bodies(10, "m"), false)
+	if err := ch.Qos(100, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := ch.Consume(q.Name, "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		select {
+		case d := <-ds:
+			if err := d.Ack(false); err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("got %d of 10 messages", i)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		unacked := unackedOverHTTP(t, n, q.Name)
+		if unacked == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the queue still counts %d unacked messages after every ack", unacked)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// unackedOverHTTP reads a queue's messages_unacknowledged from the HTTP API.
+func unackedOverHTTP(t *testing.T, n *brokertest.Node, queue string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, n.HTTPURL()+"/api/queues/%2F/"+url.PathEscape(queue), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("guest", "guest")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var q struct {
+		Unacked *int `json:"messages_unacknowledged"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&q); err != nil || q.Unacked == nil {
+		t.Fatalf("GET queue %s: status %d, %v", queue, resp.StatusCode, err)
+	}
+	return *q.Unacked
 }

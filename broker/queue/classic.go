@@ -59,7 +59,11 @@ type Classic struct {
 	mu         sync.Mutex
 	inbox      []cmd
 	inboxBytes int64
-	drained    chan struct{} // closed when the inbox is taken; nil if nobody waits
+	// inboxMsgs counts the messages of the inbox's publishes, turnMsgs those
+	// of the turn under way: with sReady (updated at the end of a turn)
+	// they are the backlog flow control looks at.
+	inboxMsgs, turnMsgs int64
+	drained             chan struct{} // closed when the inbox is taken; nil if nobody waits
 	stopped    bool
 	signal     chan struct{}
 	done       chan struct{}
@@ -203,6 +207,9 @@ func (q *Classic) post(c cmd, bytes int64) bool {
 	}
 	q.inbox = append(q.inbox, c)
 	q.inboxBytes += bytes
+	if c.kind == cPublish {
+		q.inboxMsgs += int64(len(c.pubs))
+	}
 	q.mu.Unlock()
 	select {
 	case q.signal <- struct{}{}:
@@ -250,10 +257,13 @@ func (q *Classic) Publish(batch []Publish) {
 
 // Throttle implements Queue. It is the queue's flow control: a publisher
 // waits while the inbox is over its high-water mark, and, while consumers are
-// actively taking messages, while the ready backlog exceeds the in-memory
-// window — so a fast publisher runs at the consumers' pace instead of pushing
-// the queue onto disk. Consumers that stall (nothing delivered for
-// flowIdle) release publishers: the queue then grows onto disk as usual.
+// actively taking messages, while the ready backlog exceeds half the
+// in-memory window — so a fast publisher runs at the consumers' pace instead
+// of pushing the queue onto disk. (Half: what publishers have in flight
+// when they are held back must still fit the window; at the full window
+// every overshoot spilled, and the queue paged every message through disk
+// while its consumers kept up.) Consumers that stall (nothing delivered
+// for flowIdle) release publishers: the queue then grows onto disk as usual.
 func (q *Classic) Throttle(ctx context.Context) error {
 	for {
 		q.mu.Lock()
@@ -290,7 +300,8 @@ func (q *Classic) overloaded() bool {
 	if len(q.inbox) >= inboxHighWater || q.inboxBytes >= inboxHighWaterBytes {
 		return true
 	}
-	if q.sConsumers.Load() == 0 || q.sReady.Load() <= int64(q.cfg.MemoryMessages) {
+	backlog := q.sReady.Load() + q.inboxMsgs + q.turnMsgs
+	if q.sConsumers.Load() == 0 || backlog <= int64(max(1, q.cfg.MemoryMessages/2)) {
 		return false
 	}
 	return time.Now().UnixNano()-q.lastDelivery.Load() < int64(flowIdle)

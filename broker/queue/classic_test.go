@@ -484,3 +484,61 @@ func BenchmarkPublishDeliverAck(b *testing.B) {
 		<-c.arrived
 	}
 }
+
+// TestFlowControlKeepsAConsumedQueueInMemory: a publisher faster than the
+// queue's consumer is held back once the backlog (with what is in flight)
+// passes half the in-memory window, so a queue whose consumer is taking
+// messages stays in memory instead of paging them through disk.
+func TestFlowControlKeepsAConsumedQueueInMemory(t *testing.T) {
+	const window, total, batchSize = 400, 20000, 50
+	f := open(t, t.TempDir(), Info{Name: "paced"}, nil, window)
+	c := newConsumer(0, true)
+	if err := f.q.Consume(context.Background(), c, ConsumeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() { // the consumer: 25 messages of credit every millisecond
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				c.mu.Lock()
+				c.credit += 25
+				c.mu.Unlock()
+				f.q.Wake()
+			}
+		}
+	}()
+	// Flow control holds publishers back only while consumers are taking
+	// messages: the first batch goes in before the consumer's first one.
+	maxReady := 0
+	for i := 0; i < total; i += batchSize {
+		if i == batchSize {
+			c.wait(t, 1)
+		}
+		batch := make([]Publish, 0, batchSize)
+		for j := 0; j < batchSize; j++ {
+			batch = append(batch, Publish{Msg: f.msg(fmt.Sprintf("%08d", i+j), false)})
+		}
+		f.q.Publish(batch)
+		if err := f.q.Throttle(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			maxReady = max(maxReady, f.q.Stats().Ready)
+		}
+	}
+	got := c.wait(t, total)
+	for i, d := range got {
+		if want := fmt.Sprintf("%08d", i); string(d.Msg.Body) != want {
+			t.Fatalf("delivery %d = %q, want %q", i, d.Msg.Body, want)
+		}
+	}
+	if limit := window/2 + 2*batchSize; maxReady > limit {
+		t.Fatalf("the backlog reached %d messages with the consumer taking them; flow control should keep it under %d (half the window of %d, and a batch in flight)", maxReady, limit, window)
+	}
+}

@@ -19,6 +19,7 @@ func (q *Classic) loop() {
 		cmds := q.inbox
 		q.inbox = nil
 		q.inboxBytes = 0
+		q.turnMsgs, q.inboxMsgs = q.inboxMsgs, 0
 		if q.drained != nil {
 			close(q.drained)
 			q.drained = nil
@@ -27,6 +28,9 @@ func (q *Classic) loop() {
 		if q.turn(cmds) {
 			return
 		}
+		q.mu.Lock()
+		q.turnMsgs = 0 // counted in sReady now (publishStats)
+		q.mu.Unlock()
 	}
 }
 

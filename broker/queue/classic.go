@@ -64,9 +64,9 @@ type Classic struct {
 	// they are the backlog flow control looks at.
 	inboxMsgs, turnMsgs int64
 	drained             chan struct{} // closed when the inbox is taken; nil if nobody waits
-	stopped    bool
-	signal     chan struct{}
-	done       chan struct{}
+	stopped             bool
+	signal              chan struct{}
+	done                chan struct{}
 
 	// Counters readable without the loop.
 	sReady, sUnacked, sConsumers   atomic.Int64

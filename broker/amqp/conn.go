@@ -37,8 +37,8 @@ type conn struct {
 	vh          *vhost.Vhost
 	perm        meta.CompiledPermission
 	clientProps wire.Table
-	capBlocked  bool // client understands connection.blocked
-	capCancel   bool // client understands server-sent basic.cancel
+	capBlocked  atomic.Bool // client understands connection.blocked (read by alarm watchers during the handshake)
+	capCancel   bool        // client understands server-sent basic.cancel
 
 	// channels is touched only by the reader goroutine, except chMu-guarded
 	// snapshots for the HTTP API.
@@ -346,7 +346,8 @@ func (c *conn) handshake() error {
 	}
 	c.clientProps = startOk.ClientProperties
 	if caps, ok := c.clientProps["capabilities"].(wire.Table); ok {
-		c.capBlocked, _ = caps["connection.blocked"].(bool)
+		blocked, _ := caps["connection.blocked"].(bool)
+		c.capBlocked.Store(blocked)
 		c.capCancel, _ = caps["consumer_cancel_notify"].(bool)
 	}
 	user, pass, err := decodeSASL(startOk.Mechanism, startOk.Response)
@@ -609,7 +610,7 @@ func (c *conn) forceClose(reason string) {
 }
 
 func (c *conn) alarmChanged(reason string) {
-	if !c.capBlocked {
+	if !c.capBlocked.Load() {
 		return
 	}
 	if reason != "" {

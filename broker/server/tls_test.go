@@ -1,17 +1,11 @@
 package server_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -28,74 +22,8 @@ import (
 	"github.com/warrenmq/warren/broker/brokertest"
 	"github.com/warrenmq/warren/broker/config"
 	"github.com/warrenmq/warren/broker/server"
+	"github.com/warrenmq/warren/broker/tlstest"
 )
-
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns PEM certificate and key for a leaf signed by ca.
-func (ca *testCA) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
-
-func (ca *testCA) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
-}
 
 func writeFile(t *testing.T, dir, name string, data []byte) string {
 	t.Helper()
@@ -108,10 +36,10 @@ func writeFile(t *testing.T, dir, name string, data []byte) string {
 
 // startTLSNode starts a node with both TLS listeners and a server
 // certificate from ca, and returns it with the server's TLS settings.
-func startTLSNode(t *testing.T, ca *testCA, opts ...func(*config.Config)) *brokertest.Node {
+func startTLSNode(t *testing.T, ca *tlstest.CA, opts ...func(*config.Config)) *brokertest.Node {
 	t.Helper()
 	dir := t.TempDir()
-	cert, key := ca.issue(t, "warren", x509.ExtKeyUsageServerAuth)
+	cert, key := ca.Issue(t, "warren", x509.ExtKeyUsageServerAuth)
 	certFile, keyFile := writeFile(t, dir, "tls.crt", cert), writeFile(t, dir, "tls.key", key)
 	return brokertest.Start(t, append([]func(*config.Config){func(c *config.Config) {
 		c.AMQP.TLSListen = "127.0.0.1:0"
@@ -127,9 +55,9 @@ func amqpsURL(n *brokertest.Node) string {
 // TestTLSAMQPPublishConsume: amqp091-go's DialTLS publishes with confirms
 // and consumes over the AMQP TLS listener.
 func TestTLSAMQPPublishConsume(t *testing.T) {
-	ca := newTestCA(t, "test CA")
+	ca := tlstest.NewCA(t, "test CA")
 	n := startTLSNode(t, ca)
-	conn, err := amqp091.DialTLS(amqpsURL(n), &tls.Config{RootCAs: ca.pool(), ServerName: "localhost"})
+	conn, err := amqp091.DialTLS(amqpsURL(n), &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"})
 	if err != nil {
 		t.Fatalf("DialTLS: %v", err)
 	}
@@ -181,11 +109,11 @@ func TestTLSAMQPPublishConsume(t *testing.T) {
 // rabbitmq-stream+tls://, publishes with confirms and consumes; its
 // producer and consumer connections follow the metadata to the TLS port.
 func TestTLSStreamPublishConsume(t *testing.T) {
-	ca := newTestCA(t, "test CA")
+	ca := tlstest.NewCA(t, "test CA")
 	n := startTLSNode(t, ca)
 	uri := fmt.Sprintf("rabbitmq-stream+tls://guest:guest@%s/%%2F", n.Addr(server.ListenerStreamTLS))
 	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(uri).
-		SetTLSConfig(&tls.Config{RootCAs: ca.pool(), ServerName: "localhost"}))
+		SetTLSConfig(&tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"}))
 	if err != nil {
 		t.Fatalf("environment over TLS: %v", err)
 	}
@@ -256,9 +184,9 @@ func within(t *testing.T, d time.Duration, what string, fn func() error) error {
 // TestTLSRefusals: plain clients on TLS ports fail at once, clients that
 // trust another CA are refused, and the plain listeners still work.
 func TestTLSRefusals(t *testing.T) {
-	ca := newTestCA(t, "test CA")
+	ca := tlstest.NewCA(t, "test CA")
 	n := startTLSNode(t, ca)
-	other := newTestCA(t, "other CA")
+	other := tlstest.NewCA(t, "other CA")
 
 	err := within(t, 5*time.Second, "plain AMQP on the TLS port", func() error {
 		c, err := amqp091.Dial(fmt.Sprintf("amqp://guest:guest@%s/%%2F", n.Addr(server.ListenerAMQPTLS)))
@@ -300,7 +228,7 @@ func TestTLSRefusals(t *testing.T) {
 	}
 
 	err = within(t, 5*time.Second, "AMQP with a wrong CA", func() error {
-		c, err := amqp091.DialTLS(amqpsURL(n), &tls.Config{RootCAs: other.pool(), ServerName: "localhost"})
+		c, err := amqp091.DialTLS(amqpsURL(n), &tls.Config{RootCAs: other.Pool(), ServerName: "localhost"})
 		if err == nil {
 			c.Close()
 		}
@@ -313,7 +241,7 @@ func TestTLSRefusals(t *testing.T) {
 	err = within(t, 5*time.Second, "stream with a wrong CA", func() error {
 		env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().
 			SetUri(fmt.Sprintf("rabbitmq-stream+tls://guest:guest@%s/%%2F", n.Addr(server.ListenerStreamTLS))).
-			SetTLSConfig(&tls.Config{RootCAs: other.pool(), ServerName: "localhost"}).SetRPCTimeout(2 * time.Second))
+			SetTLSConfig(&tls.Config{RootCAs: other.Pool(), ServerName: "localhost"}).SetRPCTimeout(2 * time.Second))
 		if err == nil {
 			env.Close()
 		}
@@ -361,8 +289,8 @@ func TestTLSRefusals(t *testing.T) {
 // is refused and one with a certificate from tls.ca_file connects, on a
 // TLS-only node (plain listeners off).
 func TestTLSVerifyPeer(t *testing.T) {
-	ca := newTestCA(t, "test CA")
-	caFile := writeFile(t, t.TempDir(), "ca.crt", ca.pem)
+	ca := tlstest.NewCA(t, "test CA")
+	caFile := writeFile(t, t.TempDir(), "ca.crt", ca.PEM)
 	n := startTLSNode(t, ca, func(c *config.Config) {
 		c.TLS.CAFile, c.TLS.VerifyPeer = caFile, true
 		c.AMQP.Listen, c.Stream.Listen = "", ""
@@ -371,7 +299,7 @@ func TestTLSVerifyPeer(t *testing.T) {
 		t.Fatal("plain listeners open with amqp.listen and stream.listen empty")
 	}
 	err := within(t, 5*time.Second, "AMQP without a client certificate", func() error {
-		c, err := amqp091.DialTLS(amqpsURL(n), &tls.Config{RootCAs: ca.pool(), ServerName: "localhost"})
+		c, err := amqp091.DialTLS(amqpsURL(n), &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"})
 		if err == nil {
 			c.Close()
 		}
@@ -380,12 +308,12 @@ func TestTLSVerifyPeer(t *testing.T) {
 	if err == nil {
 		t.Fatal("client without a certificate connected with verify_peer")
 	}
-	certPEM, keyPEM := ca.issue(t, "client", x509.ExtKeyUsageClientAuth)
+	certPEM, keyPEM := ca.Issue(t, "client", x509.ExtKeyUsageClientAuth)
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := amqp091.DialTLS(amqpsURL(n), &tls.Config{RootCAs: ca.pool(), ServerName: "localhost", Certificates: []tls.Certificate{cert}})
+	c, err := amqp091.DialTLS(amqpsURL(n), &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{cert}})
 	if err != nil {
 		t.Fatalf("client with a certificate: %v", err)
 	}
@@ -397,7 +325,7 @@ func TestTLSVerifyPeer(t *testing.T) {
 	if _, err := ch.QueueDeclare("", false, true, true, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	clientTLS := &tls.Config{RootCAs: ca.pool(), ServerName: "localhost", Certificates: []tls.Certificate{cert}}
+	clientTLS := &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{cert}}
 	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().
 		SetUri(fmt.Sprintf("rabbitmq-stream+tls://guest:guest@%s/%%2F", n.Addr(server.ListenerStreamTLS))).SetTLSConfig(clientTLS))
 	if err != nil {

@@ -29,26 +29,12 @@ func (s *DefaultUserSecretBuilder) Build() (client.Object, error) {
 // Update fills in the credentials and the connection details.
 func (s *DefaultUserSecretBuilder) Update(obj client.Object) error {
 	sec := obj.(*corev1.Secret)
-	sec.Labels = mergeLabels(sec.Labels, Labels(s.Broker))
-	if sec.Type == "" {
-		sec.Type = corev1.SecretTypeOpaque
+	prepareSecret(sec, s.Broker)
+	if err := generateMissing(sec, KeyUsername, "default_user_", 12); err != nil {
+		return err
 	}
-	if sec.Data == nil {
-		sec.Data = map[string][]byte{}
-	}
-	if len(sec.Data[KeyUsername]) == 0 {
-		u, err := randomString(12)
-		if err != nil {
-			return err
-		}
-		sec.Data[KeyUsername] = []byte("default_user_" + u)
-	}
-	if len(sec.Data[KeyPassword]) == 0 {
-		p, err := randomString(24)
-		if err != nil {
-			return err
-		}
-		sec.Data[KeyPassword] = []byte(p)
+	if err := generateMissing(sec, KeyPassword, "", 24); err != nil {
+		return err
 	}
 	host := ClientHost(s.Broker)
 	sec.Data[KeyHost] = []byte(host)
@@ -71,20 +57,33 @@ func (s *JoinSecretBuilder) Build() (client.Object, error) {
 // Update generates the token when it is missing.
 func (s *JoinSecretBuilder) Update(obj client.Object) error {
 	sec := obj.(*corev1.Secret)
-	sec.Labels = mergeLabels(sec.Labels, Labels(s.Broker))
+	prepareSecret(sec, s.Broker)
+	return generateMissing(sec, KeyToken, "", 48)
+}
+
+// prepareSecret labels a Secret the operator manages and gives it a type
+// and a data map if it has none.
+func prepareSecret(sec *corev1.Secret, b *warrenv1.Broker) {
+	sec.Labels = mergeLabels(sec.Labels, Labels(b))
 	if sec.Type == "" {
 		sec.Type = corev1.SecretTypeOpaque
 	}
 	if sec.Data == nil {
 		sec.Data = map[string][]byte{}
 	}
-	if len(sec.Data[KeyToken]) == 0 {
-		t, err := randomString(48)
-		if err != nil {
-			return err
-		}
-		sec.Data[KeyToken] = []byte(t)
+}
+
+// generateMissing sets key to prefix and n random characters unless the
+// Secret already holds a value for it (a value is generated once, then kept).
+func generateMissing(sec *corev1.Secret, key, prefix string, n int) error {
+	if len(sec.Data[key]) > 0 {
+		return nil
 	}
+	v, err := randomString(n)
+	if err != nil {
+		return err
+	}
+	sec.Data[key] = []byte(prefix + v)
 	return nil
 }
 

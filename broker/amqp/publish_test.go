@@ -2,7 +2,6 @@ package amqp_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -512,21 +511,11 @@ func TestAcksReachTheQueueWithoutFurtherTraffic(t *testing.T) {
 // unackedOverHTTP reads a queue's messages_unacknowledged from the HTTP API.
 func unackedOverHTTP(t *testing.T, n *brokertest.Node, queue string) int {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, n.HTTPURL()+"/api/queues/%2F/"+url.PathEscape(queue), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.SetBasicAuth("guest", "guest")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var q struct {
 		Unacked *int `json:"messages_unacknowledged"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&q); err != nil || q.Unacked == nil {
-		t.Fatalf("GET queue %s: status %d, %v", queue, resp.StatusCode, err)
+	if code := n.API(t, http.MethodGet, "/api/queues/%2F/"+url.PathEscape(queue), nil, &q); code != http.StatusOK || q.Unacked == nil {
+		t.Fatalf("GET queue %s: status %d, no messages_unacknowledged", queue, code)
 	}
 	return *q.Unacked
 }

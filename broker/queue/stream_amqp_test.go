@@ -2,10 +2,10 @@ package queue_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -420,16 +420,8 @@ func TestStreamReadAheadChangedOverHTTP(t *testing.T) {
 	recv(20)
 	put := func(body string) {
 		t.Helper()
-		req, _ := http.NewRequest("PUT", n.HTTPURL()+"/api/vhosts/%2F", strings.NewReader(body))
-		req.SetBasicAuth("guest", "guest")
-		req.Header.Set("content-type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			t.Fatalf("PUT vhost: %s", resp.Status)
+		if code := n.API(t, http.MethodPut, "/api/vhosts/%2F", json.RawMessage(body), nil); code/100 != 2 {
+			t.Fatalf("PUT vhost: status %d", code)
 		}
 	}
 	put(`{"storage": {"stream-read-ahead": false, "stream-read-ahead-limit": 8192}}`)

@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -108,14 +106,9 @@ func TestQueueVersionChangeConvertsQueuesWithoutRestart(t *testing.T) {
 	if v := version("conv-a"); v != "2" {
 		t.Fatalf("new queue is in version %q, want the default 2", v)
 	}
-	body, _ := json.Marshal(map[string]any{"storage": map[string]any{"queue-version": 1}})
-	req, _ := http.NewRequest("PUT", n.HTTPURL()+"/api/vhosts/%2F", bytes.NewReader(body))
-	req.SetBasicAuth("guest", "guest")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != 204 {
-		t.Fatalf("PUT vhost storage: %v %v", err, resp.Status)
+	if code := n.API(t, http.MethodPut, "/api/vhosts/%2F", map[string]any{"storage": map[string]any{"queue-version": 1}}, nil); code != http.StatusNoContent {
+		t.Fatalf("PUT vhost storage: status %d", code)
 	}
-	resp.Body.Close()
 	deadline := time.Now().Add(20 * time.Second)
 	for version("conv-a") != "1" || version("conv-b") != "1" {
 		if time.Now().After(deadline) {

@@ -3,7 +3,6 @@ package server_test
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -258,21 +257,14 @@ func TestTLSRefusals(t *testing.T) {
 	}
 
 	// The HTTP API lists the TLS listeners under RabbitMQ's protocol names.
-	req, _ := http.NewRequest(http.MethodGet, n.HTTPURL()+"/api/overview", nil)
-	req.SetBasicAuth("guest", "guest")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var overview struct {
 		Listeners []struct {
 			Protocol string `json:"protocol"`
 			Port     int    `json:"port"`
 		} `json:"listeners"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&overview); err != nil {
-		t.Fatal(err)
+	if code := n.API(t, http.MethodGet, "/api/overview", nil, &overview); code != http.StatusOK {
+		t.Fatalf("GET /api/overview: status %d", code)
 	}
 	ports := map[string]int{}
 	for _, l := range overview.Listeners {

@@ -1,12 +1,10 @@
 package server_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -102,60 +100,17 @@ func getWait(ch *amqp091.Channel, q string) (amqp091.Delivery, bool, error) {
 	return amqp091.Delivery{}, false, nil
 }
 
-// buildWarren compiles cmd/warren once per test binary run.
-func buildWarren(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "warren")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/warrenmq/warren/cmd/warren")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build warren: %v\n%s", err, out)
-	}
-	return bin
-}
-
 type process struct {
 	cmd  *exec.Cmd
 	port int
 }
 
+// startProcess runs the warren binary with its AMQP listener on port.
 func startProcess(t *testing.T, bin, dataDir string, port int) *process {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--data-dir", dataDir,
-		"--set", fmt.Sprintf("amqp.listen=127.0.0.1:%d", port),
-		"--set", "http.listen=127.0.0.1:0", "--set", "prometheus.listen=127.0.0.1:0",
-		"--set", "stream.listen=127.0.0.1:0")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start warren: %v", err)
-	}
-	started := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		once := sync.Once{}
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "warren started") {
-				once.Do(func() { close(started) })
-			}
-			if testing.Verbose() {
-				t.Log(sc.Text())
-			}
-		}
-	}()
-	select {
-	case <-started:
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("warren did not start")
-	}
-	p := &process{cmd: cmd, port: port}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	return p
+	cmd := brokertest.StartProcess(t, bin, dataDir, fmt.Sprintf("amqp.listen=127.0.0.1:%d", port),
+		"http.listen=127.0.0.1:0", "prometheus.listen=127.0.0.1:0", "stream.listen=127.0.0.1:0")
+	return &process{cmd: cmd, port: port}
 }
 
 func (p *process) url() string { return fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", p.port) }
@@ -167,7 +122,7 @@ func TestKill9KeepsEveryConfirmedMessage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the warren binary")
 	}
-	bin := buildWarren(t)
+	bin := brokertest.BuildWarren(t)
 	dir := t.TempDir()
 	port := brokertest.FreePort(t)
 	p := startProcess(t, bin, dir, port)

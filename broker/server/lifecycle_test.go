@@ -21,7 +21,7 @@ func TestSIGTERMStopsGracefully(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the warren binary")
 	}
-	bin := buildWarren(t)
+	bin := brokertest.BuildWarren(t)
 	dir := t.TempDir()
 	port := brokertest.FreePort(t)
 	p := startProcess(t, bin, dir, port)

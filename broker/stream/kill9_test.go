@@ -1,12 +1,9 @@
 package stream_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,33 +19,8 @@ import (
 // returns it once it has started.
 func startWarren(t *testing.T, bin, dir string, port int) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--data-dir", dir,
-		"--set", fmt.Sprintf("stream.listen=127.0.0.1:%d", port), "--set", "amqp.listen=127.0.0.1:0",
-		"--set", "http.listen=", "--set", "prometheus.listen=", "--set", "cluster.listen=127.0.0.1:0")
-	stderr, err := cmd.StderrPipe()
-	must(t, err)
-	must(t, cmd.Start())
-	started := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		once := sync.Once{}
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "warren started") {
-				once.Do(func() { close(started) })
-			}
-		}
-	}()
-	select {
-	case <-started:
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("warren did not start")
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	return cmd
+	return brokertest.StartProcess(t, bin, dir, fmt.Sprintf("stream.listen=127.0.0.1:%d", port), "amqp.listen=127.0.0.1:0",
+		"http.listen=", "prometheus.listen=", "cluster.listen=127.0.0.1:0")
 }
 
 // TestKill9KeepsConfirmedStreamMessages: messages confirmed to a
@@ -58,10 +30,7 @@ func TestKill9KeepsConfirmedStreamMessages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the warren binary")
 	}
-	bin := filepath.Join(t.TempDir(), "warren")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/warrenmq/warren/cmd/warren").CombinedOutput(); err != nil {
-		t.Fatalf("build warren: %v\n%s", err, out)
-	}
+	bin := brokertest.BuildWarren(t)
 	dir := t.TempDir()
 	port := brokertest.FreePort(t)
 	uri := fmt.Sprintf("rabbitmq-stream://guest:guest@127.0.0.1:%d/%%2f", port)

@@ -128,3 +128,40 @@ func TestQueueVersionChangeConvertsQueuesWithoutRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestShutdownFinishesAVhostDeletion: a vhost deleted just before the node
+// stops is gone from disk once Shutdown returns (its removal runs in the
+// background and Shutdown waits for it), so nothing is left half removed.
+func TestShutdownFinishesAVhostDeletion(t *testing.T) {
+	n := brokertest.Start(t)
+	if code := n.API(t, http.MethodPut, "/api/vhosts/doomed", map[string]any{}, nil); code/100 != 2 {
+		t.Fatalf("PUT vhost: status %d", code)
+	}
+	if code := n.API(t, http.MethodPut, "/api/permissions/doomed/guest", map[string]any{"configure": ".*", "write": ".*", "read": ".*"}, nil); code/100 != 2 {
+		t.Fatalf("PUT permissions: status %d", code)
+	}
+	conn, err := amqp091.Dial(n.URLFor("guest", "guest", "doomed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		if _, err := ch.QueueDeclare(fmt.Sprintf("q%d", i), true, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(n.Cfg.DataDir, "vhosts", "doomed")
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("vhost directory: %v", err)
+	}
+	if code := n.API(t, http.MethodDelete, "/api/vhosts/doomed", nil, nil); code != http.StatusNoContent {
+		t.Fatalf("DELETE vhost: status %d", code)
+	}
+	n.Stop()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("after shutdown the deleted vhost's directory is still there (stat: %v)", err)
+	}
+}

@@ -176,6 +176,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if b.unsub != nil {
 		b.unsub()
 	}
+	b.waitBackground()
 	if err := b.closeVhosts(ctx); err != nil {
 		errs = append(errs, err)
 	}

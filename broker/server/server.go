@@ -46,6 +46,13 @@ type Broker struct {
 	serveWG   sync.WaitGroup
 	unsub     func()
 
+	// Background work started by metadata events (a deleted vhost's close
+	// and file removal, policy changes): Shutdown waits for it, so a node
+	// never exits with a vhost half removed. bgMu orders Add against Wait.
+	bgMu       sync.Mutex
+	bgStopping bool
+	bg         sync.WaitGroup
+
 	ready       atomic.Bool
 	memoryLimit int64
 	alarmMu     sync.Mutex
@@ -204,15 +211,39 @@ func (b *Broker) onMetaEvent(e meta.Event) {
 		}
 	case meta.VhostDeleted:
 		b.Stream.CloseVhost(e.Name, "vhost deleted")
-		go b.stopVhost(ctx, e.Name, true)
+		b.background(func() { b.stopVhost(ctx, e.Name, true) })
 	case meta.PolicyPut, meta.PolicyDeleted:
 		b.mu.RLock()
 		v := b.vhosts[e.Vhost]
 		b.mu.RUnlock()
 		if v != nil {
-			go v.PoliciesChanged(ctx)
+			b.background(func() { v.PoliciesChanged(ctx) })
 		}
 	}
+}
+
+// background runs fn on its own goroutine unless the node is shutting
+// down; Shutdown waits for it.
+func (b *Broker) background(fn func()) {
+	b.bgMu.Lock()
+	defer b.bgMu.Unlock()
+	if b.bgStopping {
+		return
+	}
+	b.bg.Add(1)
+	go func() {
+		defer b.bg.Done()
+		fn()
+	}()
+}
+
+// waitBackground stops background work from starting and waits for what
+// runs.
+func (b *Broker) waitBackground() {
+	b.bgMu.Lock()
+	b.bgStopping = true
+	b.bgMu.Unlock()
+	b.bg.Wait()
 }
 
 // NewMessageID implements amqp.Backend.

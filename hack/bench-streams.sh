@@ -19,7 +19,8 @@
 #   BENCH_SIZES=12,48,256,512,1024 message sizes (bytes)
 #   BENCH_CHUNKS=1,2,4,6,8,15,32,64,128,384  chunk sizes (messages)
 #   BENCH_PROTOCOLS=stream,amqp    protocols read with read-ahead off and on
-#   BENCH_PASSES=2                 reads per stream, protocol and setting
+#   BENCH_PASSES=3                 reads per stream, protocol and setting
+#   BENCH_LARGE_PASSES=$BENCH_PASSES  the same for chunks of 4096 B or more
 #   BENCH_DEADLINE=                HH:MM (UTC): no pass after the first starts
 #                                  after this time (partial passes are in the TSV)
 #   BENCH_RABBITMQ=1               also fill and read RabbitMQ's streams
@@ -60,6 +61,10 @@ MIN_CHUNK_BYTES=${BENCH_MIN_CHUNK_BYTES:-0}
 # BENCH_STREAM_MESSAGES) and the stream protocol reads them whole; the AMQP
 # consumer still reads the first BENCH_STREAM_MESSAGES.
 LARGE_BYTES=${BENCH_LARGE_BYTES:-0}
+# Passes for those cells (default BENCH_PASSES): the two settings differ by
+# less than a read's run-to-run spread on a shared machine, so telling them
+# apart within 5% takes the median of more interleaved reads.
+LARGE_PASSES=${BENCH_LARGE_PASSES:-$PASSES}
 DEADLINE=${BENCH_DEADLINE:-}
 RABBIT=${BENCH_RABBITMQ:-1}
 RABBIT_MESSAGES=${BENCH_RABBITMQ_MESSAGES:-100000}
@@ -211,14 +216,15 @@ past_deadline() {
 warren_matrix() {
   log "warren: $MESSAGES messages per stream; sizes $SIZES; chunks $CHUNKS; $PROTOCOLS; $PASSES passes"
   start_warren "$DATA_ROOT/bench-streams"
-  local size chunk pass proto ra name j=$OUT/.read.json order n want
+  local size chunk pass passes proto ra name j=$OUT/.read.json order n want
   for size in $SIZES; do
     for chunk in $CHUNKS; do
       name=bench-s$size-c$chunk
       [ $((size * chunk)) -ge "$MIN_CHUNK_BYTES" ] || continue
-      n=$MESSAGES
-      if [ $((size * chunk)) -ge 4096 ] && [ $((LARGE_BYTES / size)) -gt "$n" ]; then
-        n=$(( LARGE_BYTES / size / chunk * chunk ))
+      n=$MESSAGES passes=$PASSES
+      if [ $((size * chunk)) -ge 4096 ]; then
+        passes=$LARGE_PASSES
+        if [ $((LARGE_BYTES / size)) -gt "$n" ]; then n=$(( LARGE_BYTES / size / chunk * chunk )); fi
       fi
       if ! kill -0 "$BROKER_PID" 2>/dev/null; then
         log "warren stopped (see $DATA_ROOT/bench-streams.log): starting a new one"
@@ -228,7 +234,7 @@ warren_matrix() {
         curl -sf -u guest:guest -X DELETE "http://127.0.0.1:$W_HTTP/api/queues/%2F/$name" >/dev/null || true
         continue
       fi
-      for pass in $(seq 1 "$PASSES"); do
+      for pass in $(seq 1 "$passes"); do
         if [ "$pass" -gt 1 ] && past_deadline; then log "past $DEADLINE: no pass $pass"; break; fi
         # Alternate which setting goes first, so a drift in background load
         # falls on both.
@@ -320,6 +326,7 @@ machine="$(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -r)"
 [ "$RABBIT" = 1 ] && machine="$machine; RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null) (Debian)"
 cmd="BENCH_STREAM_MESSAGES=$MESSAGES BENCH_STREAM_CREDIT=$CREDIT BENCH_SIZES=${SIZES// /,} BENCH_CHUNKS=${CHUNKS// /,} BENCH_PROTOCOLS=${PROTOCOLS// /,} BENCH_PASSES=$PASSES${DEADLINE:+ BENCH_DEADLINE=$DEADLINE} BENCH_RABBITMQ=$RABBIT"
 [ "$LARGE_BYTES" != 0 ] && cmd="$cmd BENCH_LARGE_BYTES=$LARGE_BYTES"
+[ "$LARGE_PASSES" != "$PASSES" ] && cmd="$cmd BENCH_LARGE_PASSES=$LARGE_PASSES"
 [ "$MIN_CHUNK_BYTES" != 0 ] && cmd="$cmd BENCH_MIN_CHUNK_BYTES=$MIN_CHUNK_BYTES"
 [ "$RABBIT" = 1 ] && cmd="$cmd BENCH_RABBITMQ_MESSAGES=$RABBIT_MESSAGES BENCH_RABBITMQ_SIZES=${RABBIT_SIZES// /,}"
 cmd="$cmd make bench-streams"

@@ -85,10 +85,12 @@
 // is taken alone; the log's mutex is a leaf. Durability callbacks run on
 // the log's syncer goroutine and only append to outputs.
 //
-// Large chunks (64 KiB of data or more) that the reader did not read
+// Large chunks (512 KiB or more, sendfileMin) that the reader did not read
 // ahead go to the socket with sendfile: the header through the output
-// buffer, the data spliced in by the writer; mid-size ones are read with
-// one pread into a scratch buffer.
+// buffer, the data spliced in by the writer, up to sectionsMax of them in
+// flight while the delivery goroutine reads on (the reader waits for them
+// before it closes their segment file). Mid-size ones are read into memory
+// by the reader (one pread for the part read-ahead did not bring).
 //
 // The listener asks for a TCP MSS of 8 KiB (ListenMSS): on loopback the
 // Go client's default 8 KiB socket buffers otherwise stall every window

@@ -3,6 +3,7 @@ package stream_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -54,19 +55,25 @@ func TestDeclarePublishConsume(t *testing.T) {
 
 // TestLargeChunks: chunks of every size class reach the consumer intact:
 // read ahead (small), read into memory (mid-size) and sent with sendfile
-// (64 KiB and more), with read-ahead on and off.
+// (512 KiB and more), with read-ahead on and off. The run of large chunks
+// at the end spans segments of 1 MB, so the reader leaves segment files
+// while several of their chunks are still queued for sendfile.
 func TestLargeChunks(t *testing.T) {
 	n := brokertest.Start(t)
 	e := env(t, n)
-	must(t, e.DeclareStream("big", nil))
+	must(t, e.DeclareStream("big", stream.NewStreamOptions().SetMaxSegmentSizeBytes(stream.ByteCapacity{}.MB(1))))
 	p, err := e.NewProducer("big", nil)
 	must(t, err)
 	confirms := p.NotifyPublishConfirmation()
 	var want []string
-	for _, size := range []int{10, 3000, 30000, 200000, 10} {
+	sizes := []int{10, 3000, 30000, 200000, 10}
+	for range 10 {
+		sizes = append(sizes, 110000) // 550 KB chunks: sendfile
+	}
+	for c, size := range sizes {
 		var batch []message.StreamMessage
 		for i := range 5 {
-			body := strings.Repeat(string(rune('a'+i)), size)
+			body := fmt.Sprintf("%d.%d:", c, i) + strings.Repeat(string(rune('a'+i)), size)
 			want = append(want, body)
 			batch = append(batch, amqp.NewMessage([]byte(body)))
 		}

@@ -103,6 +103,54 @@ func TestNoReadAheadOfLargeChunks(t *testing.T) {
 	}
 }
 
+// A chunk just over the read-ahead limit is read into memory (no file
+// sections, or sections only from a larger size) without reading its first
+// bytes twice: what the read-ahead brought is kept and one read fetches the
+// rest, so every byte of the log is read once.
+func TestChunksOverTheLimitReadOnce(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	defer l.Close()
+	for i := 0; i < 20; i++ {
+		appendChunks(t, l, 2*i, 1, 1, 5000)
+		appendChunks(t, l, 2*i+1, 1, 1, 12)
+	}
+	for _, tc := range []struct {
+		name string
+		opts ReaderOptions
+	}{
+		{"memory", ReaderOptions{}},
+		{"sections-from-64k", ReaderOptions{FileSections: true, SectionMin: 64 << 10}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := l.NewReader(OffsetSpec{Kind: OffsetFirst}, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			var total int64
+			for i := 0; i < 40; i++ {
+				c, err := r.TryNext()
+				if err != nil || c == nil {
+					t.Fatalf("chunk %d: %v %v", i, c, err)
+				}
+				if !c.InMemory() {
+					t.Fatalf("chunk %d of %d bytes handed out as a file section", i, c.Header.Size())
+				}
+				total += c.Header.Size()
+				it := c.Entries()
+				if o, m, ok := it.Next(); !ok || o != uint64(i) || string(m) != string(msg(i, map[bool]int{true: 5000, false: 12}[i%2 == 0])) {
+					t.Fatalf("chunk %d: record %d of %d bytes is not the one written", i, o, len(m))
+				}
+			}
+			// Per large chunk: the read-ahead read that reached it and
+			// one read of its rest; the last small chunk: one read.
+			if st := r.Stats(); st.BytesRead != total || st.Reads != 41 {
+				t.Fatalf("read %d bytes in %d reads, want %d (the log, once) in 41", st.BytesRead, st.Reads, total)
+			}
+		})
+	}
+}
+
 // The setting is shared and read at every read: turning it off and on
 // while reading changes how the next chunks are read.
 func TestReadAheadChangedAtRuntime(t *testing.T) {

@@ -87,6 +87,15 @@ type ReaderOptions struct {
 	// at or above the read-ahead limit, all of them with read-ahead off)
 	// as file sections, for sendfile, instead of reading them.
 	FileSections bool
+	// SectionMin, with FileSections, is the chunk size (header, data and
+	// trailer) from which chunks are handed out as file sections; smaller
+	// ones are read into memory. 0: every chunk not in memory.
+	SectionMin int64
+	// BeforeClose, if set, is called before the reader closes a segment
+	// file (it moves on to the next segment, or is closed): it returns
+	// once file sections of that file handed out earlier are sent, so
+	// that a caller may keep several in flight.
+	BeforeClose func()
 	// Tracking also yields tracking chunks (for replication); consumers
 	// see user chunks only.
 	Tracking bool
@@ -308,10 +317,7 @@ func (l *Log) searchIndexLast(s *segment, target uint64) (int64, bool, error) {
 }
 
 func (r *Reader) open() error {
-	if r.f != nil {
-		r.f.Close()
-		r.f = nil
-	}
+	r.closeFile()
 	sp, _ := r.l.paths(r.seg.base)
 	f, err := os.Open(sp)
 	if err != nil {
@@ -470,14 +476,14 @@ func (r *Reader) next(ctx context.Context, wait bool) (*Chunk, error) {
 				return nil, err
 			}
 			off = 0
-		case r.opts.FileSections:
+		case r.opts.FileSections && size >= r.opts.SectionMin:
 			copy(c.hdr[:], r.buf[off:off+HeaderSize])
 			c.raw = nil
 			r.pos += size
 			r.stats.Chunks++
 			return c, nil
 		default:
-			if err := r.read(r.pos, size); err != nil {
+			if err := r.readRest(off, size); err != nil {
 				return nil, err
 			}
 			off = 0
@@ -509,6 +515,36 @@ func (r *Reader) read(pos, n int64) error {
 	return nil
 }
 
+// readRest makes the buffer hold the whole chunk of size bytes at r.pos,
+// whose first bytes it holds from off: they move to the front and one
+// pread fetches the rest. A chunk just over the read-ahead limit is thus
+// read once, not its first limit bytes twice.
+func (r *Reader) readRest(off, size int64) error {
+	have := int64(len(r.buf)) - off
+	if int64(cap(r.buf)) < size {
+		nb := make([]byte, size, max(size, 2*int64(cap(r.buf))))
+		copy(nb, r.buf[off:])
+		r.buf = nb
+	} else {
+		if off > 0 {
+			copy(r.buf, r.buf[off:])
+		}
+		r.buf = r.buf[:size]
+	}
+	r.bufPos = r.pos
+	got, err := r.f.ReadAt(r.buf[have:], r.pos+have)
+	r.stats.Reads++
+	r.stats.BytesRead += int64(got)
+	if int64(got) < size-have {
+		r.buf = r.buf[:0]
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("streamlog: read segment %d at %d: %w", r.seg.base, r.pos+have, err)
+	}
+	return nil
+}
+
 // Stats returns the reader's counters.
 func (r *Reader) Stats() ReaderStats { return r.stats }
 
@@ -518,8 +554,17 @@ func (r *Reader) Close() error {
 		return nil
 	}
 	r.closed = true
-	if r.f != nil {
-		return r.f.Close()
+	return r.closeFile()
+}
+
+func (r *Reader) closeFile() error {
+	if r.f == nil {
+		return nil
 	}
-	return nil
+	if r.opts.BeforeClose != nil {
+		r.opts.BeforeClose()
+	}
+	err := r.f.Close()
+	r.f = nil
+	return err
 }

@@ -173,7 +173,12 @@ set_read_ahead() {
 # json_field FILE FIELD
 json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], ""))' "$1" "$2"; }
 
-# record BROKER PROTOCOL SIZE CHUNK SETTING PASS JSONFILE WANT
+source "$ROOT/hack/bench/steal.sh"
+RUN_TICKS=$(cpu_ticks)
+READ_TICKS=$RUN_TICKS
+
+# record BROKER PROTOCOL SIZE CHUNK SETTING PASS JSONFILE WANT (after a
+# read that started at READ_TICKS)
 record() {
   local rate n err
   rate=$(json_field "$7" msg_per_s); n=$(json_field "$7" messages); err=$(json_field "$7" error)
@@ -181,7 +186,8 @@ record() {
     log "$1 $2 size $3 chunk $4 $5: read $n of $8 messages ${err:+($err)}"; rate=0
   fi
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$rate" "$n" >> "$RESULTS"
-  log "$1 $2 size $3 chunk $4 read-ahead $5 pass $6: $(printf '%.0f' "$rate") msg/s"
+  local st; st=$(stolen "$READ_TICKS")
+  log "$1 $2 size $3 chunk $4 read-ahead $5 pass $6: $(printf '%.0f' "$rate") msg/s$([ "$st" -ge 5 ] && echo " ($st% of the CPU stolen by the hypervisor)")"
 }
 
 # fill URI STREAM SIZE CHUNK MESSAGES: exact chunks; checks the chunk count.
@@ -243,6 +249,7 @@ warren_matrix() {
           for ra in $order; do
             rm -f "$j"
             set_read_ahead "$ra" || echo '{}' > "$j"
+            READ_TICKS=$(cpu_ticks)
             [ -f "$j" ] || \
             if [ "$proto" = stream ]; then read_stream "$W_STREAM_URI" "$name" "$n" "$j"
             else read_amqp "$W_AMQP_URI" "$name" "$MESSAGES" "$j"; fi
@@ -250,6 +257,7 @@ warren_matrix() {
             if [ "$proto" = stream ]; then want=$n; else want=$MESSAGES; fi
             record warren "$proto" "$size" "$chunk" "$ra" "$pass" "$j" "$want"
             if [ "$proto" = stream ] && [ "$size" = 12 ] && [ "$chunk" = 1 ] && [ "$CREDIT" != 10 ]; then
+              READ_TICKS=$(cpu_ticks)
               rm -f "$j"
               read_stream "$W_STREAM_URI" "$name" "$MESSAGES" "$j" 10
               [ -f "$j" ] || echo '{}' > "$j"
@@ -276,6 +284,7 @@ rabbit_matrix() {
       fill "$R_STREAM_URI" "$name" "$size" "$chunk" "$RABBIT_MESSAGES" || continue
       for pass in $(seq 1 "$PASSES"); do
         if [ "$pass" -gt 1 ] && past_deadline; then break; fi
+        READ_TICKS=$(cpu_ticks)
         rm -f "$j"
         # RabbitMQ 3.10 has no stream stats command: read a known count.
         read_stream "$R_STREAM_URI" "$name" "$RABBIT_MESSAGES" "$j"
@@ -296,6 +305,7 @@ headlines() {
   start_warren "$DATA_ROOT/bench-streams"
   fill "$W_STREAM_URI" bench-c300 12 300 "$n" || true
   for pass in $(seq 1 "$PASSES"); do
+    READ_TICKS=$(cpu_ticks)
     rm -f "$j"; read_stream "$W_STREAM_URI" bench-c300 "$n" "$j"; [ -f "$j" ] || echo '{}' > "$j"
     record warren stream-c300 12 300 on "$pass" "$j" "$n"
   done
@@ -323,6 +333,7 @@ if [ "$HEADLINE" = 1 ]; then headlines; fi
 if [ "$RABBIT" = 1 ]; then rabbit_matrix; fi
 
 machine="$(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -r)"
+machine="$machine; CPU stolen by the hypervisor during the run: $(stolen "$RUN_TICKS")%"
 [ "$RABBIT" = 1 ] && machine="$machine; RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null) (Debian)"
 cmd="BENCH_STREAM_MESSAGES=$MESSAGES BENCH_STREAM_CREDIT=$CREDIT BENCH_SIZES=${SIZES// /,} BENCH_CHUNKS=${CHUNKS// /,} BENCH_PROTOCOLS=${PROTOCOLS// /,} BENCH_PASSES=$PASSES${DEADLINE:+ BENCH_DEADLINE=$DEADLINE} BENCH_RABBITMQ=$RABBIT"
 [ "$LARGE_BYTES" != 0 ] && cmd="$cmd BENCH_LARGE_BYTES=$LARGE_BYTES"

@@ -27,6 +27,7 @@ RESULTS=$OUT/bench-results.tsv
 : > "$RESULTS"
 
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
+source "$ROOT/hack/bench/steal.sh"
 
 install_deps() {
   if ! command -v rabbitmq-server >/dev/null; then
@@ -112,15 +113,17 @@ want() { [ "$SCENARIOS" = all ] || [[ ",$SCENARIOS," == *",$1,"* ]]; }
 
 # run_timed BROKER SCENARIO PASS: one PerfTest run; appends a result line.
 run_timed() {
-  local broker=$1 sc=$2 pass=$3 out rate sent lat clat
+  local broker=$1 sc=$2 pass=$3 out rate sent lat clat t0 st
+  t0=$(cpu_ticks)
   out=$(perftest ${SCEN[$sc]} -z "$DURATION" 2>&1 || true)
+  st=$(stolen "$t0")
   sent=$(grep -o 'sending rate avg: [0-9]*' <<<"$out" | grep -o '[0-9]*$' || echo 0)
   rate=$(grep -o 'receiving rate avg: [0-9]*' <<<"$out" | grep -o '[0-9]*$' || echo 0)
   [ "$rate" = 0 ] && rate=$sent
   lat=$(grep 'consumer latency' <<<"$out" | tail -1 | sed -E 's#.* ([0-9]+)/([0-9]+)/([0-9]+)/([0-9]+)/([0-9]+) µs#\2#' || true)
   clat=$(grep 'confirm latency' <<<"$out" | tail -1 | sed -E 's#.* ([0-9]+)/([0-9]+)/([0-9]+)/([0-9]+)/([0-9]+) µs#\2#' || true)
   printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$broker" "$sc" "$pass" "${rate:-0}" "${lat:--}" "${clat:--}" >> "$RESULTS"
-  log "$broker $sc pass $pass: ${rate} msg/s, consumer latency median ${lat:--} µs, confirm latency median ${clat:--} µs"
+  log "$broker $sc pass $pass: ${rate} msg/s, consumer latency median ${lat:--} µs, confirm latency median ${clat:--} µs$([ "$st" -ge 5 ] && echo ", $st% of the CPU stolen by the hypervisor")"
 }
 
 # run_backlog BROKER PASS N: fill N persistent 100-byte messages by two
@@ -168,6 +171,7 @@ case "$BROKERS" in
 esac
 
 install_deps
+RUN_TICKS=$(cpu_ticks)
 # The brokers take turns on each scenario, so a change in the machine's
 # background load during the run falls on both rather than on one.
 for pass in $(seq 1 "$PASSES"); do
@@ -187,7 +191,7 @@ if [[ " $BROKER_LIST " == *" warren "* ]] && [ "${BENCH_BIG:-0}" = 1 ]; then
 fi
 
 table=$(python3 "$ROOT/hack/bench/table.py" "$RESULTS" \
-  --machine "$(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -r)" \
+  --machine "$(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -r); CPU stolen by the hypervisor during the run: $(stolen "$RUN_TICKS")%" \
   --command "BENCH_DURATION=$DURATION BENCH_PASSES=$PASSES BENCH_SCENARIOS=$SCENARIOS make bench")
 echo "$table"
 echo "$table" > "$OUT/bench-$(date +%Y%m%d-%H%M).md"

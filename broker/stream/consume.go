@@ -282,8 +282,8 @@ func (s *subscription) readFailed(ctx context.Context, err error) {
 // sendfileMin is the chunk size from which a chunk not read ahead goes to
 // the socket with sendfile; the reader reads smaller ones into memory.
 // Measured on loopback (docs/benchmarks.md), a pread and a copy into the
-// batch beat sendfile for chunks of 64 to 384 KiB by 10-40% in msg/s and
-// broker CPU, and tie around 1 MiB; sendfile's gain is on real NICs.
+// batch beat sendfile by 35-45% in msg/s (and broker CPU) at 64 KiB and by
+// 10-15% near 1 MiB; sendfile's gain, a copy saved, is on real NICs.
 const sendfileMin = 512 << 10
 
 func (s *subscription) appendInMemory(b []byte, ch *streamlog.Chunk, ver uint16, committed uint64) []byte {

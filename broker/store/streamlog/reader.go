@@ -522,7 +522,9 @@ func (r *Reader) read(pos, n int64) error {
 func (r *Reader) readRest(off, size int64) error {
 	have := int64(len(r.buf)) - off
 	if int64(cap(r.buf)) < size {
-		nb := make([]byte, size, max(size, 2*int64(cap(r.buf))))
+		// Exactly the chunk: the buffer stays the size of the largest
+		// chunk read into memory (below SectionMin with file sections).
+		nb := make([]byte, size)
 		copy(nb, r.buf[off:])
 		r.buf = nb
 	} else {

@@ -60,14 +60,21 @@ func TestReadAheadSmallChunks(t *testing.T) {
 	}
 }
 
-func TestNoReadAheadOfLargeChunks(t *testing.T) {
+// largeAndSmallLog is a log of 40 one-record chunks: records of 5000 bytes
+// (over the default read-ahead limit) at even offsets, 12 bytes at odd.
+func largeAndSmallLog(t *testing.T) *Log {
+	t.Helper()
 	l := openLog(t, t.TempDir(), Options{})
-	defer l.Close()
-	// Chunks at or above the limit alternate with small ones.
+	t.Cleanup(func() { l.Close() })
 	for i := 0; i < 20; i++ {
 		appendChunks(t, l, 2*i, 1, 1, 5000)
 		appendChunks(t, l, 2*i+1, 1, 1, 12)
 	}
+	return l
+}
+
+func TestNoReadAheadOfLargeChunks(t *testing.T) {
+	l := largeAndSmallLog(t)
 	r, err := l.NewReader(OffsetSpec{Kind: OffsetFirst}, ReaderOptions{FileSections: true})
 	if err != nil {
 		t.Fatal(err)
@@ -108,12 +115,7 @@ func TestNoReadAheadOfLargeChunks(t *testing.T) {
 // bytes twice: what the read-ahead brought is kept and one read fetches the
 // rest, so every byte of the log is read once.
 func TestChunksOverTheLimitReadOnce(t *testing.T) {
-	l := openLog(t, t.TempDir(), Options{})
-	defer l.Close()
-	for i := 0; i < 20; i++ {
-		appendChunks(t, l, 2*i, 1, 1, 5000)
-		appendChunks(t, l, 2*i+1, 1, 1, 12)
-	}
+	l := largeAndSmallLog(t)
 	for _, tc := range []struct {
 		name string
 		opts ReaderOptions

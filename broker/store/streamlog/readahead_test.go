@@ -215,3 +215,62 @@ func TestWireForm(t *testing.T) {
 		t.Fatal("timestamp")
 	}
 }
+
+// Chunks of the read-ahead limit or more are read the same way with
+// read-ahead on and off (the limit's bytes or the header first, then the
+// rest, or a file section from SectionMin): the same number of reads of the
+// same bytes, so the setting cannot change how fast such a stream is read.
+// (A chunk that goes out as a file section costs read-ahead on the limit's
+// 4 KiB where off reads its 48-byte header: under 1% of such a chunk.)
+func TestLargeChunksReadAlikeOnAndOff(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		per, size int // messages per chunk, message size
+	}{
+		{"12Bx384", 384, 12},
+		{"512Bx8", 8, 512},
+		{"1024Bx4", 4, 1024},
+		{"1024Bx64", 64, 1024},
+		{"1024Bx384", 384, 1024},
+		{"600000Bx1", 1, 600_000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := openLog(t, t.TempDir(), Options{})
+			defer l.Close()
+			const chunks = 20
+			appendChunks(t, l, 0, chunks, tc.per, tc.size)
+			for _, opts := range []struct {
+				name string
+				opts ReaderOptions
+			}{
+				{"memory", ReaderOptions{}},
+				{"sections-from-512k", ReaderOptions{FileSections: true, SectionMin: 512 << 10}},
+			} {
+				stats := map[bool]ReaderStats{}
+				mem := map[bool]int{}
+				for _, on := range []bool{false, true} {
+					o := opts.opts
+					o.ReadAhead = NewReadAhead(on, 4096)
+					r, err := l.NewReader(OffsetSpec{Kind: OffsetFirst}, o)
+					if err != nil {
+						t.Fatal(err)
+					}
+					mem[on] = readChunks(t, r, chunks)
+					stats[on] = r.Stats()
+					r.Close()
+				}
+				off, on := stats[false], stats[true]
+				extra := int64(chunks-mem[false]) * (4096 - HeaderSize) // per file section
+				if on.Reads != off.Reads || on.BytesRead != off.BytesRead+extra || mem[true] != mem[false] {
+					t.Fatalf("%s: read-ahead on made %d reads of %d bytes (%d chunks in memory), off %d reads of %d bytes (%d)",
+						opts.name, on.Reads, on.BytesRead, mem[true], off.Reads, off.BytesRead, mem[false])
+				}
+				// A header read per chunk, and one more per chunk read
+				// into memory.
+				if want := int64(chunks + mem[false]); off.Reads != want {
+					t.Fatalf("%s: %d reads for %d chunks (%d in memory), want %d", opts.name, off.Reads, chunks, mem[false], want)
+				}
+			}
+		})
+	}
+}

@@ -306,13 +306,14 @@ func (sc *streamConsumer) run(ctx context.Context, r *streamlog.Reader) {
 // in, and nothing is decoded.
 type streamConverter struct {
 	m      amqp10.Message
-	prefix []byte // the previous message's bytes before its body (nil: no reuse)
+	reuse  bool   // prefix holds the previous message's bytes before its body
+	prefix []byte // (none for a message that is only a data section)
 	props  []byte
 	offPos int // where x-stream-offset's value is in props
 }
 
 func (c *streamConverter) convert(msg *message.Message, data []byte, off uint64) {
-	if c.prefix != nil && len(data) > len(c.prefix) && bytes.Equal(data[:len(c.prefix)], c.prefix) {
+	if c.reuse && len(data) > len(c.prefix) && bytes.Equal(data[:len(c.prefix)], c.prefix) {
 		if body, ok := amqp10.DataBody(data[len(c.prefix):]); ok {
 			binary.BigEndian.PutUint64(c.props[c.offPos:], off)
 			*msg = message.Message{Exchange: c.m.Exchange, RoutingKey: c.m.RoutingKey, Props: c.props, Body: body}
@@ -325,11 +326,10 @@ func (c *streamConverter) convert(msg *message.Message, data []byte, off uint64)
 		c.m = amqp10.Message{Body: data, BodyAt: -1}
 	}
 	c.props, c.offPos = appendPropsWithOffset(c.props[:0], &c.m.Props, off)
+	c.reuse = c.m.BodyAt >= 0
 	c.prefix = c.prefix[:0]
-	if c.m.BodyAt >= 0 {
+	if c.reuse {
 		c.prefix = append(c.prefix, data[:c.m.BodyAt]...)
-	} else {
-		c.prefix = nil
 	}
 	*msg = message.Message{Exchange: c.m.Exchange, RoutingKey: c.m.RoutingKey, Props: c.props, Body: c.m.Body}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/warrenmq/warren/broker/amqp/wire"
 	"github.com/warrenmq/warren/broker/amqp10"
 	"github.com/warrenmq/warren/broker/message"
+	"github.com/warrenmq/warren/broker/stream/client"
 )
 
 // The converter reuses properties between alike messages and patches the
@@ -59,5 +60,48 @@ func TestStreamConverter(t *testing.T) {
 	c.convert(&msg, []byte("raw bytes"), 7)
 	if string(msg.Body) != "raw bytes" {
 		t.Fatalf("raw body %q", msg.Body)
+	}
+}
+
+// Alike messages after the first convert without decoding or allocating,
+// also messages that are only a data section (what stream clients publish
+// for a bare body, and what warren-perf stream fill writes), and the reuse
+// ends at a message that is not alike.
+func TestStreamConverterReusesAlikeMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		enc  func(body []byte) []byte
+	}{
+		{"data-section-only", func(body []byte) []byte { return client.DataMessage(body) }},
+		{"with-properties", func(body []byte) []byte {
+			return amqp10.AppendFromAMQP091(nil, &wire.Properties{DeliveryMode: 2, ContentType: "a"}, "", "q", body)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c streamConverter
+			var msg message.Message
+			first, second := tc.enc([]byte("first")), tc.enc([]byte("other"))
+			c.convert(&msg, first, 1)
+			off := uint64(2)
+			if allocs := testing.AllocsPerRun(100, func() { c.convert(&msg, second, off) }); allocs != 0 {
+				t.Fatalf("%.0f allocations converting an alike message, want 0 (decoded again)", allocs)
+			}
+			got, err := wire.DecodeProperties(msg.Props)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(msg.Body) != "other" || got.Headers["x-stream-offset"] != int64(off) {
+				t.Fatalf("body %q, offset %v", msg.Body, got.Headers["x-stream-offset"])
+			}
+			// Not AMQP 1.0, then alike again: each comes out as itself.
+			c.convert(&msg, []byte("raw"), 3)
+			if string(msg.Body) != "raw" {
+				t.Fatalf("raw body %q", msg.Body)
+			}
+			c.convert(&msg, second, 4)
+			if got, _ := wire.DecodeProperties(msg.Props); string(msg.Body) != "other" || got.Headers["x-stream-offset"] != int64(4) {
+				t.Fatalf("after raw: body %q, offset %v", msg.Body, got.Headers["x-stream-offset"])
+			}
+		})
 	}
 }

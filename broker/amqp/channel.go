@@ -31,9 +31,13 @@ type channel struct {
 	unackedCount   atomic.Int32         // deliveries counted against globalPrefetch
 	flowActive     atomic.Bool
 
-	mu      sync.Mutex // guards nextTag and unacked
+	mu      sync.Mutex // guards nextTag, unacked and the scratch methods
 	nextTag uint64
 	unacked unackedList
+	// The method deliver encodes, reused: passed as a wire.Method, a new
+	// one would be allocated per delivery.
+	deliverM wire.BasicDeliver
+	getOkM   wire.BasicGetOk
 }
 
 func newChannel(c *conn, id uint16) *channel {

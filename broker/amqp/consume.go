@@ -31,6 +31,7 @@ type consumer struct {
 	// of its prefetch while the batch comes back, so it never waits for it.
 	refillArmed atomic.Bool
 	refillTimer *time.Timer // set at creation, stopped; refillArmed guards Reset
+	wakeFn      func()      // c.wake, bound once (a method value allocates)
 }
 
 // refillDelay bounds how long credit that came back may wait to be used.
@@ -82,7 +83,7 @@ func (c *consumer) Deliver(d queue.Delivery) bool {
 		}
 		c.starved.Store(false)
 	}
-	if ch.c.outputFull(c.wake) {
+	if ch.c.outputFull(c.wakeFn) {
 		if !c.noAck {
 			c.release(1)
 		}
@@ -248,9 +249,11 @@ func (ch *channel) deliver(ctag string, cons *consumer, d queue.Delivery) {
 	ch.c.outMu.Lock()
 	b := ch.c.out
 	if cons != nil {
-		b = wire.AppendMethodFrame(b, ch.id, &wire.BasicDeliver{ConsumerTag: ctag, DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: msg.Exchange, RoutingKey: msg.RoutingKey})
+		ch.deliverM = wire.BasicDeliver{ConsumerTag: ctag, DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: msg.Exchange, RoutingKey: msg.RoutingKey}
+		b = wire.AppendMethodFrame(b, ch.id, &ch.deliverM)
 	} else {
-		b = wire.AppendMethodFrame(b, ch.id, &wire.BasicGetOk{DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: msg.Exchange, RoutingKey: msg.RoutingKey, MessageCount: uint32(d.Remaining)})
+		ch.getOkM = wire.BasicGetOk{DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: msg.Exchange, RoutingKey: msg.RoutingKey, MessageCount: uint32(d.Remaining)}
+		b = wire.AppendMethodFrame(b, ch.id, &ch.getOkM)
 	}
 	b = wire.AppendHeaderFrame(b, ch.id, wire.ClassBasic, uint64(len(msg.Body)), msg.Props)
 	ch.c.out = wire.AppendBodyFrames(b, ch.id, msg.Body, fm)
@@ -298,6 +301,7 @@ func (ch *channel) basicConsume(ctx context.Context, m *wire.BasicConsume) error
 		return newError(wire.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
 	}
 	cons := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck, prefetch: ch.prefetchCount}
+	cons.wakeFn = cons.wake
 	cons.refillTimer = time.AfterFunc(time.Hour, cons.refillExpired)
 	cons.refillTimer.Stop()
 	opts := queue.ConsumeOptions{Exclusive: m.Exclusive, Args: m.Arguments, Prefetch: int(ch.prefetchCount)}
@@ -436,26 +440,47 @@ func (ch *channel) settle(tag uint64, multiple bool, kind settleKind, requeue bo
 		q    queue.Queue
 		seqs []uint64
 	}
+	// Credit goes back per consumer once for the whole settlement, not
+	// per delivery.
+	type credit struct {
+		cons *consumer
+		n    int32
+	}
 	var batches []batch
+	var credits []credit
 	var freed int32
 	var wake []*consumer
 	ch.mu.Lock()
+	sizeHint := 1
+	if multiple {
+		sizeHint = ch.unacked.len()
+	}
 	ok := ch.unacked.take(tag, multiple, func(m unackedMsg) {
 		i := 0
 		for i < len(batches) && batches[i].q != m.q {
 			i++
 		}
 		if i == len(batches) {
-			batches = append(batches, batch{q: m.q})
+			batches = append(batches, batch{q: m.q, seqs: make([]uint64, 0, sizeHint)})
 		}
 		batches[i].seqs = append(batches[i].seqs, m.seq)
 		if m.cons != nil {
-			if m.cons.credited(m.cons.unacked.Add(-1)) {
-				wake = append(wake, m.cons)
+			j := 0
+			for j < len(credits) && credits[j].cons != m.cons {
+				j++
 			}
+			if j == len(credits) {
+				credits = append(credits, credit{cons: m.cons})
+			}
+			credits[j].n++
 		}
 		freed++
 	})
+	for _, cr := range credits {
+		if cr.cons.credited(cr.cons.unacked.Add(-cr.n)) {
+			wake = append(wake, cr.cons)
+		}
+	}
 	ch.mu.Unlock()
 	if !ok {
 		return newError(wire.PreconditionFailed, "unknown delivery tag %d", tag)

@@ -12,6 +12,8 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
+
+	"github.com/warrenmq/warren/broker/amqp/wire"
 )
 
 type amqpFlags struct {
@@ -46,10 +48,18 @@ func streamOffsetArg(s string) (any, error) {
 	return s, nil // an interval, checked by the broker
 }
 
+// consumeRun is what one consume run counted.
+type consumeRun struct {
+	n, bytes int64
+	last     time.Time // when the last message arrived
+	err      error
+}
+
 func newAMQPConsumeCmd() *cobra.Command {
 	var (
 		f        amqpFlags
 		offset   string
+		client   string
 		qos      int
 		total    int64
 		idle     time.Duration
@@ -61,7 +71,13 @@ func newAMQPConsumeCmd() *cobra.Command {
 		Long: `Consume with basic.qos --qos and manual acks (multiple, every half prefetch).
 For a stream, --stream-offset sets x-stream-offset. Stops after --messages, or
 when nothing arrived for --idle (that idle time is not counted), or after
---duration.`,
+--duration.
+
+--client amqp091 (the default) consumes with github.com/rabbitmq/amqp091-go, as
+a Go application would. --client wire consumes with a minimal consumer on
+Warren's own frame codec that reads deliveries straight from its socket
+buffer: it costs a fraction of amqp091-go per message, so what it reports is
+the broker's delivery rate rather than the client's.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			if duration > 0 {
@@ -69,92 +85,163 @@ when nothing arrived for --idle (that idle time is not counted), or after
 				ctx, cancel = context.WithTimeout(ctx, duration)
 				defer cancel()
 			}
-			conn, err := amqp091.Dial(f.uri)
-			if err != nil {
-				return fmt.Errorf("connect %s: %w", f.uri, err)
-			}
-			defer conn.Close()
-			ch, err := conn.Channel()
-			if err != nil {
-				return err
-			}
-			if err := ch.Qos(qos, 0, false); err != nil {
-				return fmt.Errorf("basic.qos: %w", err)
-			}
-			var args amqp091.Table
+			var args map[string]any
 			if offset != "" {
 				v, err := streamOffsetArg(offset)
 				if err != nil {
 					return err
 				}
-				args = amqp091.Table{"x-stream-offset": v}
-			}
-			prog := startProgress(os.Stderr, "amqp consume "+f.queue, f.progress)
-			start := time.Now()
-			deliveries, err := ch.Consume(f.queue, "warren-perf", false, false, false, false, args)
-			if err != nil {
-				return fmt.Errorf("basic.consume on %s: %w", f.queue, err)
+				args = map[string]any{"x-stream-offset": v}
 			}
 			ackEvery := int64(max(qos/2, 1))
-			var n, nbytes int64
-			last := start
-			var last091 amqp091.Delivery
-			timer := time.NewTimer(idle)
-			var runErr error
-		loop:
-			for total <= 0 || n < total {
-				select {
-				case d, ok := <-deliveries:
-					if !ok {
-						runErr = errors.New("consumer cancelled or channel closed")
-						break loop
-					}
-					n++
-					nbytes += int64(len(d.Body))
-					last, last091 = time.Now(), d
-					if n%ackEvery == 0 {
-						if err := d.Ack(true); err != nil {
-							runErr = err
-							break loop
-						}
-					}
-					if n%1024 == 0 {
-						prog.count.Store(n)
-					}
-					if !timer.Stop() {
-						select {
-						case <-timer.C:
-						default:
-						}
-					}
-					timer.Reset(idle)
-				case <-timer.C:
-					break loop
-				case <-ctx.Done():
-					last = time.Now()
-					break loop
-				}
-			}
-			if n%ackEvery != 0 && last091.DeliveryTag != 0 {
-				_ = last091.Ack(true)
+			prog := startProgress(os.Stderr, "amqp consume "+f.queue, f.progress)
+			start := time.Now()
+			var run consumeRun
+			var err error
+			switch client {
+			case "amqp091":
+				run, err = consumeAMQP091(ctx, f, qos, args, total, ackEvery, idle, prog)
+			case "wire":
+				run, err = consumeWire(ctx, f, qos, args, total, ackEvery, idle, prog)
+			default:
+				err = fmt.Errorf("--client %q: want amqp091 or wire", client)
 			}
 			prog.end()
-			r := &result{Mode: "amqp consume", Target: f.queue, Messages: n, Bytes: nbytes,
-				Params: map[string]any{"qos": qos, "stream_offset": offset}}
-			if runErr != nil {
-				r.Error = runErr.Error()
+			if err != nil {
+				return err
 			}
-			r.finish(last.Sub(start))
+			if run.last.IsZero() {
+				run.last = time.Now()
+			}
+			r := &result{Mode: "amqp consume", Target: f.queue, Messages: run.n, Bytes: run.bytes,
+				Params: map[string]any{"qos": qos, "stream_offset": offset, "client": client}}
+			if run.err != nil {
+				r.Error = run.err.Error()
+			}
+			r.finish(run.last.Sub(start))
 			return r.output(cmd.OutOrStdout(), f.json)
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().StringVar(&offset, "stream-offset", "", "x-stream-offset: first, last, next, an offset, ts:<ms>, or an interval such as 30m")
+	cmd.Flags().StringVar(&client, "client", "amqp091", "consumer: amqp091 (amqp091-go) or wire (minimal, for measuring the broker)")
 	cmd.Flags().IntVar(&qos, "qos", 200, "prefetch count")
 	cmd.Flags().Int64Var(&total, "messages", 0, "stop after this many messages (0: until idle)")
 	cmd.Flags().DurationVar(&idle, "idle", 2*time.Second, "stop when nothing arrived for this long")
 	cmd.Flags().DurationVar(&duration, "duration", 0, "stop after this long")
 	return cmd
+}
+
+// consumeAMQP091 consumes with amqp091-go. Setup errors are returned; an
+// error during the run ends it and is reported in the result.
+func consumeAMQP091(ctx context.Context, f amqpFlags, qos int, args map[string]any, total, ackEvery int64, idle time.Duration, prog *progress) (consumeRun, error) {
+	var run consumeRun
+	conn, err := amqp091.Dial(f.uri)
+	if err != nil {
+		return run, fmt.Errorf("connect %s: %w", f.uri, err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return run, err
+	}
+	if err := ch.Qos(qos, 0, false); err != nil {
+		return run, fmt.Errorf("basic.qos: %w", err)
+	}
+	deliveries, err := ch.Consume(f.queue, "warren-perf", false, false, false, false, amqp091.Table(args))
+	if err != nil {
+		return run, fmt.Errorf("basic.consume on %s: %w", f.queue, err)
+	}
+	var last091 amqp091.Delivery
+	timer := time.NewTimer(idle)
+loop:
+	for total <= 0 || run.n < total {
+		select {
+		case d, ok := <-deliveries:
+			if !ok {
+				run.err = errors.New("consumer cancelled or channel closed")
+				break loop
+			}
+			run.n++
+			run.bytes += int64(len(d.Body))
+			run.last, last091 = time.Now(), d
+			if run.n%ackEvery == 0 {
+				if err := d.Ack(true); err != nil {
+					run.err = err
+					break loop
+				}
+			}
+			if run.n%1024 == 0 {
+				prog.count.Store(run.n)
+			}
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+			timer.Reset(idle)
+		case <-timer.C:
+			break loop
+		case <-ctx.Done():
+			run.last = time.Now()
+			break loop
+		}
+	}
+	if run.n%ackEvery != 0 && last091.DeliveryTag != 0 {
+		_ = last091.Ack(true)
+	}
+	return run, nil
+}
+
+// consumeWire consumes with the minimal wire consumer. The idle limit is a
+// read deadline, renewed whenever the socket buffer runs dry.
+func consumeWire(ctx context.Context, f amqpFlags, qos int, args map[string]any, total, ackEvery int64, idle time.Duration, prog *progress) (consumeRun, error) {
+	var run consumeRun
+	c, err := dialWire(ctx, f.uri, f.queue, qos, wire.Table(args))
+	if err != nil {
+		return run, err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { _ = c.conn.SetReadDeadline(time.Now()) })
+	defer stop()
+	var tag, acked uint64
+	for total <= 0 || run.n < total {
+		if c.r.Buffered() == 0 {
+			if err := c.conn.SetReadDeadline(time.Now().Add(idle)); err != nil {
+				run.err = err
+				break
+			}
+		}
+		size, t, err := c.next()
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				run.last = time.Now()
+			case errors.Is(err, os.ErrDeadlineExceeded):
+			default:
+				run.err = err
+			}
+			break
+		}
+		run.n++
+		run.bytes += size
+		run.last, tag = time.Now(), t
+		if run.n%ackEvery == 0 {
+			if err := c.ack(tag); err != nil {
+				run.err = err
+				break
+			}
+			acked = tag
+		}
+		if run.n%1024 == 0 {
+			prog.count.Store(run.n)
+		}
+	}
+	if tag > acked {
+		_ = c.ack(tag)
+	}
+	return run, nil
 }
 
 func newAMQPPublishCmd() *cobra.Command {

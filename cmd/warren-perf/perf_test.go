@@ -67,3 +67,60 @@ func TestStreamFillConsume(t *testing.T) {
 		t.Fatalf("amqp consume of the queue: %+v", qc)
 	}
 }
+
+// runErr executes warren-perf with args and returns its error and output.
+func runErr(args ...string) (string, error) {
+	var out bytes.Buffer
+	cmd := newRootCmd()
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(append(args, "--json", "-", "--progress", "0"))
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+// The wire consumer reads what amqp091-go reads: a stream from its first
+// offset, a classic queue, bodies split over several frames; it ends on
+// --messages or when idle, and reports the broker's refusals.
+func TestAMQPConsumeWireClient(t *testing.T) {
+	n := brokertest.Start(t)
+	fill := run(t, "stream", "fill", "--uri", n.StreamURI(), "--stream", "s", "--messages", "3000", "--chunk", "1", "--size", "12", "--window", "100")
+	if fill.Messages != 3000 || fill.Error != "" {
+		t.Fatalf("fill: %+v", fill)
+	}
+	run(t, "amqp", "publish", "--uri", n.URL(), "--queue", "big", "--declare", "classic", "--messages", "20", "--size", "300000")
+	for _, tc := range []struct {
+		name          string
+		args          []string
+		msgs, bytesIn int64
+	}{
+		{"stream-to-messages", []string{"--queue", "s", "--stream-offset", "first", "--qos", "200", "--messages", "3000"}, 3000, 36000},
+		{"stream-until-idle", []string{"--queue", "s", "--stream-offset", "first", "--qos", "7", "--idle", "300ms"}, 3000, 36000},
+		{"stream-from-offset", []string{"--queue", "s", "--stream-offset", "2990", "--qos", "200", "--messages", "10"}, 10, 120},
+		{"bodies-over-frames", []string{"--queue", "big", "--qos", "5", "--messages", "20"}, 20, 20 * 300000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, append([]string{"amqp", "consume", "--uri", n.URL(), "--client", "wire"}, tc.args...)...)
+			if r.Messages != tc.msgs || r.Bytes != tc.bytesIn || r.Error != "" {
+				t.Fatalf("got %d messages, %d bytes, error %q; want %d, %d", r.Messages, r.Bytes, r.Error, tc.msgs, tc.bytesIn)
+			}
+		})
+	}
+	// The classic queue was acked to the end: nothing is left in it.
+	if r := run(t, "amqp", "consume", "--uri", n.URL(), "--queue", "big", "--client", "wire", "--idle", "200ms"); r.Messages != 0 {
+		t.Fatalf("%d messages left in the acked queue", r.Messages)
+	}
+	for _, tc := range []struct {
+		name, uri, queue, want string
+	}{
+		{"no-such-queue", n.URL(), "missing", "404"},
+		{"wrong-password", strings.Replace(n.URL(), "guest:guest", "guest:wrong", 1), "s", "403"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := runErr("amqp", "consume", "--uri", tc.uri, "--queue", tc.queue, "--client", "wire", "--idle", "1s")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one mentioning %q\n%s", err, tc.want, out)
+			}
+		})
+	}
+}

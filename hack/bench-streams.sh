@@ -19,6 +19,9 @@
 #   BENCH_SIZES=12,48,256,512,1024 message sizes (bytes)
 #   BENCH_CHUNKS=1,2,4,6,8,15,32,64,128,384  chunk sizes (messages)
 #   BENCH_PROTOCOLS=stream,amqp    protocols read with read-ahead off and on
+#   BENCH_AMQP_CLIENT=amqp091      AMQP consumer of the matrix: amqp091
+#                                  (amqp091-go) or wire (warren-perf's minimal
+#                                  consumer: the broker's rate, not the client's)
 #   BENCH_PASSES=3                 reads per stream, protocol and setting
 #   BENCH_LARGE_PASSES=$BENCH_PASSES  the same for chunks of 4096 B or more
 #   BENCH_DEADLINE=                HH:MM (UTC): no pass after the first starts
@@ -46,11 +49,15 @@ SIZES=$(list "${BENCH_SIZES:-12,48,256,512,1024}")
 CHUNKS=$(list "${BENCH_CHUNKS:-1,2,4,6,8,15,32,64,128,384}")
 PROTOCOLS=$(list "${BENCH_PROTOCOLS:-stream,amqp}")
 PASSES=${BENCH_PASSES:-3}
+AMQP_CLIENT=${BENCH_AMQP_CLIENT:-amqp091}
 # Credit of the stream-protocol consumer, in chunks. The official clients
 # start with 10, which for 1-message chunks keeps under a kilobyte in flight:
 # the consumer's credit round trip, not the broker's reads, then sets the
 # rate. The study gives the broker room to run ahead; 12 B x 1 is also read
 # with credit 10 (protocol "stream-credit10") to show the clients' default.
+# Over AMQP the consumer is amqp091-go, which costs several times what the
+# broker does per message; 12 B x 1 is also read with warren-perf's minimal
+# consumer (--client wire, protocol "amqp-wire") to show the broker's rate.
 CREDIT=${BENCH_STREAM_CREDIT:-65535}
 # Cells whose chunks are at least BENCH_MIN_CHUNK_BYTES (default 0: all).
 MIN_CHUNK_BYTES=${BENCH_MIN_CHUNK_BYTES:-0}
@@ -211,7 +218,7 @@ read_stream() {
 }
 read_amqp() {
   "$PERF" amqp consume --uri "$1" --queue "$2" --stream-offset first --qos 200 --messages "$3" \
-    --idle 10s --progress 0 --json "$4" >/dev/null 2>&1 || true
+    --client "${5:-amqp091}" --idle 10s --progress 0 --json "$4" >/dev/null 2>&1 || true
 }
 
 past_deadline() {
@@ -252,7 +259,7 @@ warren_matrix() {
             READ_TICKS=$(cpu_ticks)
             [ -f "$j" ] || \
             if [ "$proto" = stream ]; then read_stream "$W_STREAM_URI" "$name" "$n" "$j"
-            else read_amqp "$W_AMQP_URI" "$name" "$MESSAGES" "$j"; fi
+            else read_amqp "$W_AMQP_URI" "$name" "$MESSAGES" "$j" "$AMQP_CLIENT"; fi
             [ -f "$j" ] || echo '{}' > "$j"
             if [ "$proto" = stream ]; then want=$n; else want=$MESSAGES; fi
             record warren "$proto" "$size" "$chunk" "$ra" "$pass" "$j" "$want"
@@ -262,6 +269,13 @@ warren_matrix() {
               read_stream "$W_STREAM_URI" "$name" "$MESSAGES" "$j" 10
               [ -f "$j" ] || echo '{}' > "$j"
               record warren stream-credit10 "$size" "$chunk" "$ra" "$pass" "$j" "$MESSAGES"
+            fi
+            if [ "$proto" = amqp ] && [ "$size" = 12 ] && [ "$chunk" = 1 ] && [ "$AMQP_CLIENT" != wire ]; then
+              READ_TICKS=$(cpu_ticks)
+              rm -f "$j"
+              read_amqp "$W_AMQP_URI" "$name" "$MESSAGES" "$j" wire
+              [ -f "$j" ] || echo '{}' > "$j"
+              record warren amqp-wire "$size" "$chunk" "$ra" "$pass" "$j" "$MESSAGES"
             fi
           done
         done
@@ -339,6 +353,7 @@ cmd="BENCH_STREAM_MESSAGES=$MESSAGES BENCH_STREAM_CREDIT=$CREDIT BENCH_SIZES=${S
 [ "$LARGE_BYTES" != 0 ] && cmd="$cmd BENCH_LARGE_BYTES=$LARGE_BYTES"
 [ "$LARGE_PASSES" != "$PASSES" ] && cmd="$cmd BENCH_LARGE_PASSES=$LARGE_PASSES"
 [ "$MIN_CHUNK_BYTES" != 0 ] && cmd="$cmd BENCH_MIN_CHUNK_BYTES=$MIN_CHUNK_BYTES"
+[ "$AMQP_CLIENT" != amqp091 ] && cmd="$cmd BENCH_AMQP_CLIENT=$AMQP_CLIENT"
 [ "$RABBIT" = 1 ] && cmd="$cmd BENCH_RABBITMQ_MESSAGES=$RABBIT_MESSAGES BENCH_RABBITMQ_SIZES=${RABBIT_SIZES// /,}"
 cmd="$cmd make bench-streams"
 args=(--results "$RESULTS" --machine "$machine" --command "$cmd" --json "$OUT/bench-streams.json"

@@ -451,9 +451,9 @@ func (ch *channel) settle(tag uint64, multiple bool, kind settleKind, requeue bo
 	var freed int32
 	var wake []*consumer
 	ch.mu.Lock()
-	sizeHint := 1
+	sizeHint := 1 // capacity of a queue's seqs: a multiple ack usually settles a batch
 	if multiple {
-		sizeHint = ch.unacked.len()
+		sizeHint = min(ch.unacked.len(), 1024)
 	}
 	ok := ch.unacked.take(tag, multiple, func(m unackedMsg) {
 		i := 0

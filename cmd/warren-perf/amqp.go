@@ -110,8 +110,8 @@ the broker's delivery rate rather than the client's.`,
 			if err != nil {
 				return err
 			}
-			if run.last.IsZero() {
-				run.last = time.Now()
+			if run.last.IsZero() { // nothing arrived: no time counted
+				run.last = start
 			}
 			r := &result{Mode: "amqp consume", Target: f.queue, Messages: run.n, Bytes: run.bytes,
 				Params: map[string]any{"qos": qos, "stream_offset": offset, "client": client}}

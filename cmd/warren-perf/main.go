@@ -2,7 +2,10 @@
 // end-to-end jobs: it fills streams with exact chunk sizes, consumes
 // streams over the stream protocol and over AMQP, and publishes over
 // both, printing a summary line, a progress line on long runs and,
-// with --json, a machine-readable result.
+// with --json, a machine-readable result. Over AMQP it consumes with
+// amqp091-go, or with --client wire with its own minimal consumer on
+// Warren's frame codec (amqpwire.go), cheap enough that a run measures the
+// broker rather than the client.
 //
 //	warren-perf stream fill    --stream s --messages 1000000 --chunk 300 --size 12
 //	warren-perf stream consume --stream s --offset first

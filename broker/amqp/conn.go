@@ -176,11 +176,10 @@ func (c *conn) sendMethod(ch uint16, m wire.Method) {
 	c.send(func(b []byte) []byte { return wire.AppendMethodFrame(b, ch, m) })
 }
 
-// outputFull reports whether the output buffer is over its high-water mark;
-// if so wake is called once the writer has drained it.
-func (c *conn) outputFull(wake func()) bool {
-	c.outMu.Lock()
-	defer c.outMu.Unlock()
+// outputFullLocked reports whether the output buffer is over its
+// high-water mark; if so wake is called once the writer has drained it.
+// c.outMu is held.
+func (c *conn) outputFullLocked(wake func()) bool {
 	if len(c.out) < outputHighWater {
 		return false
 	}

@@ -83,13 +83,12 @@ func (c *consumer) Deliver(d queue.Delivery) bool {
 		}
 		c.starved.Store(false)
 	}
-	if ch.c.outputFull(c.wakeFn) {
+	if !ch.deliver(c.tag, c, d) {
 		if !c.noAck {
 			c.release(1)
 		}
 		return false
 	}
-	ch.deliver(c.tag, c, d)
 	return true
 }
 
@@ -235,18 +234,25 @@ func (l *unackedList) compact() {
 }
 
 // deliver assigns the next delivery tag and writes basic.deliver (consumer)
-// or basic.get-ok (tag == "" and cons == nil) with the content frames.
-func (ch *channel) deliver(ctag string, cons *consumer, d queue.Delivery) {
+// or basic.get-ok (tag == "" and cons == nil) with the content frames. A
+// consumer's delivery is refused (false) while the connection's output is
+// over its high-water mark; the consumer is woken once it drained.
+func (ch *channel) deliver(ctag string, cons *consumer, d queue.Delivery) bool {
 	msg := d.Msg
 	noAck := cons != nil && cons.noAck
 	fm := ch.c.frameMax
 	ch.mu.Lock()
+	ch.c.outMu.Lock()
+	if cons != nil && ch.c.outputFullLocked(cons.wakeFn) {
+		ch.c.outMu.Unlock()
+		ch.mu.Unlock()
+		return false
+	}
 	ch.nextTag++
 	tag := ch.nextTag
 	if !noAck {
 		ch.unacked.push(unackedMsg{tag: tag, q: d.Queue, seq: d.Seq, cons: cons})
 	}
-	ch.c.outMu.Lock()
 	b := ch.c.out
 	if cons != nil {
 		ch.deliverM = wire.BasicDeliver{ConsumerTag: ctag, DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: msg.Exchange, RoutingKey: msg.RoutingKey}
@@ -266,6 +272,7 @@ func (ch *channel) deliver(ctag string, cons *consumer, d queue.Delivery) {
 	if d.Redelivered {
 		ch.c.srv.Counters.Redelivered.Add(1)
 	}
+	return true
 }
 
 func (ch *channel) basicQos(m *wire.BasicQos) error {
@@ -378,7 +385,7 @@ func (ch *channel) basicGet(ctx context.Context, m *wire.BasicGet) error {
 		ch.deliverGetNoAck(d)
 		return nil
 	}
-	ch.deliver("", nil, d)
+	_ = ch.deliver("", nil, d) // basic.get-ok is never refused
 	return nil
 }
 

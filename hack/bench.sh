@@ -190,9 +190,19 @@ if [[ " $BROKER_LIST " == *" warren "* ]] && [ "${BENCH_BIG:-0}" = 1 ]; then
   printf 'warren\tbacklog-peak-rss-kib-10M\t1\t%s\t-\t-\n' "$(cat "$OUT/rss-warren-big")" >> "$RESULTS"
 fi
 
+# bench_command is the command line that reproduces this run: every setting
+# that differs from its default is in it.
+bench_command() {
+  local c="BENCH_DURATION=$DURATION BENCH_PASSES=$PASSES BENCH_SCENARIOS=$SCENARIOS"
+  [ "$BROKERS" != both ] && c+=" BENCH_BROKERS=$BROKERS"
+  [ "$BACKLOG" != 1000000 ] && c+=" BENCH_BACKLOG=$BACKLOG"
+  [ "${BENCH_BIG:-0}" = 1 ] && c+=" BENCH_BIG=1"
+  echo "$c make bench"
+}
+
 table=$(python3 "$ROOT/hack/bench/table.py" "$RESULTS" \
   --machine "$(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -r); CPU stolen by the hypervisor during the run: $(stolen "$RUN_TICKS")%" \
-  --command "BENCH_DURATION=$DURATION BENCH_PASSES=$PASSES BENCH_SCENARIOS=$SCENARIOS make bench")
+  --command "$(bench_command)")
 echo "$table"
 echo "$table" > "$OUT/bench-$(date +%Y%m%d-%H%M).md"
 if [ "${BENCH_WRITE_DOCS:-0}" = 1 ]; then

@@ -58,6 +58,8 @@ func (d *decoder) skipOf(c byte, depth int) {
 
 // compoundStart reads a list or map constructor and returns its element
 // count and the position where it ends. A null counts as an empty list.
+// The count is bounded by the size (every element takes at least a byte),
+// so a forged count can neither make a caller allocate for it nor loop on it.
 func (d *decoder) compoundStart(lists bool) (count, end int) {
 	c := d.u8()
 	switch {
@@ -70,7 +72,7 @@ func (d *decoder) compoundStart(lists bool) (count, end int) {
 			d.fail("bad compound size")
 			return 0, d.p
 		}
-		return int(d.u8()), end
+		return d.compoundCount(int(d.u8()), size-1), end
 	case (lists && c == tList32) || (!lists && c == tMap32):
 		size := int(d.u32())
 		end = d.p + size
@@ -78,10 +80,20 @@ func (d *decoder) compoundStart(lists bool) (count, end int) {
 			d.fail("bad compound size")
 			return 0, d.p
 		}
-		return int(d.u32()), end
+		return d.compoundCount(int(d.u32()), size-4), end
 	}
 	d.fail("expected a %s, got type 0x%02x", map[bool]string{true: "list", false: "map"}[lists], c)
 	return 0, d.p
+}
+
+// compoundCount checks a compound's element count against the bytes its
+// elements have (room); a count that cannot fit fails the decode.
+func (d *decoder) compoundCount(count, room int) int {
+	if count > room {
+		d.fail("compound count %d exceeds its size %d", count, room)
+		return 0
+	}
+	return count
 }
 
 // text reads a string, symbol or binary as bytes (aliasing the message);

@@ -87,10 +87,27 @@ func TestDecodeMalformed(t *testing.T) {
 			t.Fatalf("prefix of %d bytes decoded the whole body", i)
 		}
 	}
-	for _, b := range [][]byte{{0x01}, {0x00, 0x53, 0x75, 0xb0, 0xff, 0xff, 0xff, 0xff}, {0x00, 0x53, 0x99}} {
-		if _, err := Decode(b); err == nil {
-			t.Fatalf("Decode(% x) succeeded", b)
-		}
+	tests := []struct {
+		name string
+		b    []byte
+	}{
+		{"not a section", []byte{0x01}},
+		{"data longer than the message", []byte{0x00, 0x53, 0x75, 0xb0, 0xff, 0xff, 0xff, 0xff}},
+		{"unknown section", []byte{0x00, 0x53, 0x99}},
+		// Element counts that cannot fit their compound's size (found by
+		// FuzzDecode: the map's count was taken as an allocation hint).
+		{"application-properties map32 count", []byte("\x00St\xd1\x00\x00\x00\x04bod\x01")},
+		{"application-properties map8 count", []byte{0x00, 0x53, 0x74, 0xc1, 0x02, 0xff, 0x40}},
+		{"message-annotations map32 count", []byte{0x00, 0x53, 0x72, 0xd1, 0x00, 0x00, 0x00, 0x04, 0xff, 0xff, 0xff, 0xff}},
+		{"properties list32 count", []byte{0x00, 0x53, 0x73, 0xd0, 0x00, 0x00, 0x00, 0x04, 0x7f, 0xff, 0xff, 0xff}},
+		{"header list8 count", []byte{0x00, 0x53, 0x70, 0xc0, 0x01, 0x05}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := Decode(tt.b); err == nil {
+				t.Fatalf("Decode(% x) succeeded", tt.b)
+			}
+		})
 	}
 }
 

@@ -173,18 +173,12 @@ func (q *Classic) forget(m *qmsg) {
 }
 
 func (q *Classic) settle(seqs []uint64, reject bool) {
-	s := &q.st
 	var indexed, transient []uint64
 	var dead []*message.Message
 	for _, seq := range seqs {
-		u, ok := s.unacked[seq]
+		u, ok := q.takeUnacked(seq)
 		if !ok {
 			continue
-		}
-		delete(s.unacked, seq)
-		s.unackedB -= int64(len(u.m.msg.Body))
-		if u.cons != nil {
-			u.cons.unacked--
 		}
 		switch {
 		case u.m.inIndex && q.info.Durable && u.m.msg.Persistent:
@@ -212,17 +206,27 @@ func (q *Classic) settle(seqs []uint64, reject bool) {
 	}
 }
 
-func (q *Classic) requeue(seqs []uint64) {
+// takeUnacked removes a delivery from the unacked set and its consumer's
+// count; ok is false for a seq that is not (or no longer) unacked.
+func (q *Classic) takeUnacked(seq uint64) (u *unackedMsg, ok bool) {
 	s := &q.st
+	u, ok = s.unacked[seq]
+	if !ok {
+		return nil, false
+	}
+	delete(s.unacked, seq)
+	s.unackedB -= int64(len(u.m.msg.Body))
+	if u.cons != nil {
+		u.cons.unacked--
+	}
+	return u, true
+}
+
+func (q *Classic) requeue(seqs []uint64) {
 	for _, seq := range seqs {
-		u, ok := s.unacked[seq]
+		u, ok := q.takeUnacked(seq)
 		if !ok {
 			continue
-		}
-		delete(s.unacked, seq)
-		s.unackedB -= int64(len(u.m.msg.Body))
-		if u.cons != nil {
-			u.cons.unacked--
 		}
 		u.m.redelivered = true
 		q.pushReady(u.m)

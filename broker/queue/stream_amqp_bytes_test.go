@@ -13,6 +13,26 @@ import (
 	"github.com/warrenmq/warren/broker/brokertest"
 )
 
+// streamProducer declares stream name over the stream protocol (official
+// client) and returns a producer on it; both close when the test ends.
+func streamProducer(t *testing.T, n *brokertest.Node, name string) *stream.Producer {
+	t.Helper()
+	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(n.StreamURI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Close() })
+	if err := env.DeclareStream(name, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := env.NewProducer(name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
 // rawMessage is a stream message whose encoding is given bytes: what a
 // stream client that does not speak AMQP 1.0 (or gets it wrong) publishes.
 type rawMessage struct {
@@ -41,19 +61,7 @@ func (m *rawMessage) GetAMQPValue() any                             { return nil
 // consumers of a stream by what it publishes.
 func TestStreamClientBytesToAMQP(t *testing.T) {
 	n := brokertest.Start(t)
-	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(n.StreamURI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Close()
-	if err := env.DeclareStream("raw", nil); err != nil {
-		t.Fatal(err)
-	}
-	p, err := env.NewProducer("raw", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := streamProducer(t, n, "raw")
 	confirms := p.NotifyPublishConfirmation()
 
 	tests := []struct {

@@ -325,18 +325,7 @@ func TestStreamAMQPToStreamClient(t *testing.T) {
 // 0.9.1 consumers with their body, properties and application properties.
 func TestStreamClientToAMQP(t *testing.T) {
 	n := brokertest.Start(t)
-	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(n.StreamURI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Close()
-	if err := env.DeclareStream("s7", nil); err != nil {
-		t.Fatal(err)
-	}
-	p, err := env.NewProducer("s7", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := streamProducer(t, n, "s7")
 	confirmed := make(chan int, 100)
 	confirms := p.NotifyPublishConfirmation()
 	go func() {

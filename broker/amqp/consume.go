@@ -110,7 +110,7 @@ func (c *consumer) Cancelled() {
 
 func (c *consumer) wake() {
 	if !c.gone.Load() {
-		c.q.Wake()
+		c.q.Wake(c)
 	}
 }
 
@@ -327,7 +327,7 @@ func (ch *channel) basicConsume(ctx context.Context, m *wire.BasicConsume) error
 		ch.c.sendMethod(ch.id, &wire.BasicConsumeOk{ConsumerTag: tag})
 	}
 	cons.ready.Store(true)
-	q.Wake()
+	q.Wake(cons)
 	return nil
 }
 

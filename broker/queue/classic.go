@@ -326,7 +326,7 @@ func (q *Classic) Consume(ctx context.Context, c Consumer, opts ConsumeOptions) 
 func (q *Classic) Cancel(c Consumer) { q.post(cmd{kind: cCancel, consumer: c}, 0) }
 
 // Wake implements Queue.
-func (q *Classic) Wake() { q.post(cmd{kind: cWake}, 0) }
+func (q *Classic) Wake(Consumer) { q.post(cmd{kind: cWake}, 0) }
 
 // Touch resets the x-expires timer (queue.declare of an existing queue).
 func (q *Classic) Touch() { q.post(cmd{kind: cTouch}, 0) }

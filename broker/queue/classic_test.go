@@ -169,7 +169,7 @@ func TestConsumeOrderAckAndRequeueKeepsPlace(t *testing.T) {
 	c.mu.Lock()
 	c.credit = 2
 	c.mu.Unlock()
-	f.q.Wake()
+	f.q.Wake(nil)
 	got = c.wait(t, 5)
 	if string(got[3].Msg.Body) != "b" || !got[3].Redelivered || string(got[4].Msg.Body) != "d" {
 		t.Fatalf("after requeue got %q(redelivered=%v) then %q, want b redelivered then d", got[3].Msg.Body, got[3].Redelivered, got[4].Msg.Body)
@@ -509,7 +509,7 @@ func TestFlowControlKeepsAConsumedQueueInMemory(t *testing.T) {
 				c.mu.Lock()
 				c.credit += 25
 				c.mu.Unlock()
-				f.q.Wake()
+				f.q.Wake(nil)
 			}
 		}
 	}()

@@ -123,7 +123,7 @@ func (q *Classic) armExpiry() {
 	if s.expiryTimer != nil {
 		s.expiryTimer.Stop()
 	}
-	s.expiryTimer = time.AfterFunc(d+time.Millisecond, func() { q.Wake() })
+	s.expiryTimer = time.AfterFunc(d+time.Millisecond, func() { q.Wake(nil) })
 }
 
 func (q *Classic) armExpires() {

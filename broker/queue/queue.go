@@ -122,8 +122,9 @@ type Queue interface {
 	Consume(ctx context.Context, c Consumer, opts ConsumeOptions) error
 	// Cancel detaches a consumer; its unacked deliveries stay unacked.
 	Cancel(c Consumer)
-	// Wake tells the queue some consumer may have credit again.
-	Wake()
+	// Wake tells the queue consumer c may have credit again (nil: any of
+	// its consumers, e.g. after a timer). A queue may wake only c.
+	Wake(c Consumer)
 	// Get takes one message (basic.get); ok is false when the queue is empty.
 	Get(ctx context.Context, noAck bool) (d Delivery, ok bool, err error)
 	// Purge removes every ready message and returns how many.

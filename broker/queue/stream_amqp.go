@@ -383,16 +383,30 @@ func (s *Stream) Cancel(c Consumer) {
 	}
 }
 
-// Wake implements Queue: consumers waiting for credit try again.
-func (s *Stream) Wake() {
+// Wake implements Queue: c's goroutine (every consumer's for nil) tries
+// again. Each consumer reads the log on its own, so credit coming back to
+// one wakes no other.
+func (s *Stream) Wake(c Consumer) {
 	s.amqp.mu.Lock()
-	for _, sc := range s.amqp.consumers {
-		select {
-		case sc.wake <- struct{}{}:
-		default:
+	defer s.amqp.mu.Unlock()
+	if c != nil {
+		if sc := s.amqp.consumers[c]; sc != nil {
+			sc.signal()
 		}
+		return
 	}
-	s.amqp.mu.Unlock()
+	for _, sc := range s.amqp.consumers {
+		sc.signal()
+	}
+}
+
+// signal wakes the consumer's goroutine if it waits (or lets its next wait
+// return at once).
+func (sc *streamConsumer) signal() {
+	select {
+	case sc.wake <- struct{}{}:
+	default:
+	}
 }
 
 func (s *Stream) consumerCount() int {

@@ -26,10 +26,16 @@ func (q *Classic) loop() {
 		if q.turn(cmds) {
 			return
 		}
-		q.mu.Lock()
-		q.turnMsgs = 0 // counted in sReady now (publishStats)
-		q.mu.Unlock()
 	}
+}
+
+// publishTurnStats publishes the counters; the turn's publishes are counted
+// in sReady from then on, not in turnMsgs (flow control adds both).
+func (q *Classic) publishTurnStats() {
+	q.publishStats()
+	q.mu.Lock()
+	q.turnMsgs = 0
+	q.mu.Unlock()
 }
 
 // turn applies commands; it returns true when the queue stopped.
@@ -119,7 +125,7 @@ func (q *Classic) turn(cmds []cmd) bool {
 	q.enforceLimits()
 	q.expireHead()
 	q.refill()
-	q.publishStats()
+	q.publishTurnStats()
 	q.armExpiry()
 	return false
 }

@@ -104,8 +104,13 @@ func (q *Classic) refill() {
 
 // deliver hands ready messages to consumers with credit, round robin, then flushes
 // each consumer that got some: one socket write per consumer and turn.
+//
+// The counters are published before the flush: a client that got the
+// deliveries and then asks for the queue's counts (queue.declare, the HTTP
+// API) sees the deliveries taken out of the ready count.
 func (q *Classic) deliver() {
 	q.deliverReady()
+	q.publishTurnStats()
 	for _, cs := range q.st.consumers {
 		if cs.flush {
 			cs.flush = false

@@ -105,14 +105,18 @@ func (q *Classic) refill() {
 // deliver hands ready messages to consumers with credit, round robin, then flushes
 // each consumer that got some: one socket write per consumer and turn.
 //
-// The counters are published before the flush: a client that got the
+// The counters are published before the first flush: a client that got the
 // deliveries and then asks for the queue's counts (queue.declare, the HTTP
 // API) sees the deliveries taken out of the ready count.
 func (q *Classic) deliver() {
 	q.deliverReady()
-	q.publishTurnStats()
+	published := false
 	for _, cs := range q.st.consumers {
 		if cs.flush {
+			if !published {
+				q.publishTurnStats()
+				published = true
+			}
 			cs.flush = false
 			cs.c.Flush()
 		}

@@ -8,30 +8,9 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	streamamqp "github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/message"
-	stream "github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 
 	"github.com/warrenmq/warren/broker/brokertest"
 )
-
-// streamProducer declares stream name over the stream protocol (official
-// client) and returns a producer on it; both close when the test ends.
-func streamProducer(t *testing.T, n *brokertest.Node, name string) *stream.Producer {
-	t.Helper()
-	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(n.StreamURI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Close() })
-	if err := env.DeclareStream(name, nil); err != nil {
-		t.Fatal(err)
-	}
-	p, err := env.NewProducer(name, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	return p
-}
 
 // rawMessage is a stream message whose encoding is given bytes: what a
 // stream client that does not speak AMQP 1.0 (or gets it wrong) publishes.

@@ -99,6 +99,26 @@ func consume(t *testing.T, ch *amqp.Channel, queue string, offset any, prefetch,
 	return bodies, offs
 }
 
+// streamProducer declares stream name over the stream protocol (official
+// client) and returns a producer on it; both close when the test ends.
+func streamProducer(t *testing.T, n *brokertest.Node, name string) *stream.Producer {
+	t.Helper()
+	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(n.StreamURI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Close() })
+	if err := env.DeclareStream(name, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := env.NewProducer(name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
 func TestStreamPublishConsumeAMQP(t *testing.T) {
 	n := brokertest.Start(t)
 	ch := n.Channel(t)

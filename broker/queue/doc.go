@@ -7,11 +7,14 @@
 // Concurrency contract: every Queue method is safe for concurrent use and none
 // blocks on the queue's work except those taking a context (Consume, Get, Purge,
 // Delete, Close), which wait for the queue goroutine's answer. Publish, Ack,
-// Requeue, Reject, Cancel and Wake only enqueue a command: a channel never waits
-// on a queue (flow control aside: Throttle blocks a publisher while the queue's
+// Requeue, Reject and Cancel only enqueue a command: a channel never waits on a
+// queue (flow control aside: Throttle blocks a publisher while the queue's
 // inbox is over its high-water mark). Callbacks into Consumer and Confirmer run
 // on the queue goroutine (a stream consumer's own goroutine for streams) and
 // must not block; they must not call back into the same queue synchronously.
-// Wake(c) names the consumer whose credit came back: a stream wakes only that
-// consumer's goroutine, a classic queue takes a delivery turn.
+// Wake(c) names the consumer whose credit came back: a classic queue takes a
+// delivery turn; a stream delivers what is ready to c on the calling goroutine
+// if c's goroutine is idle (it waits for credit), and signals that goroutine
+// otherwise. So Wake's caller holds no lock that c's Deliver or Flush takes;
+// the work is bounded by c's credit and never waits for the disk's tail.
 package queue

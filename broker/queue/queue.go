@@ -51,7 +51,7 @@ type Delivery struct {
 }
 
 // Consumer receives deliveries from a queue. Its methods are called from the
-// queue goroutine and must not block.
+// queue goroutine (for a stream, also from Wake's caller) and must not block.
 type Consumer interface {
 	// Deliver hands over a message. It returns false, keeping nothing, when
 	// the consumer has no credit (prefetch used up, connection output full);
@@ -123,7 +123,9 @@ type Queue interface {
 	// Cancel detaches a consumer; its unacked deliveries stay unacked.
 	Cancel(c Consumer)
 	// Wake tells the queue consumer c may have credit again (nil: any of
-	// its consumers, e.g. after a timer). A queue may wake only c.
+	// its consumers, e.g. after a timer). A queue may wake only c, and may
+	// call c's Deliver and Flush before returning: the caller holds no lock
+	// they take.
 	Wake(c Consumer)
 	// Get takes one message (basic.get); ok is false when the queue is empty.
 	Get(ctx context.Context, noAck bool) (d Delivery, ok bool, err error)

@@ -129,7 +129,15 @@ func (s *Stream) Get(ctx context.Context, noAck bool) (Delivery, bool, error) {
 	return Delivery{}, false, fmt.Errorf("%w: basic.get not supported by stream queues queue '%s' in vhost '%s'", ErrNotImplemented, s.info.Name, s.info.Vhost)
 }
 
-// streamConsumer is one AMQP consumer reading the log on its goroutine.
+// streamConsumer is one AMQP consumer reading the log. Its goroutine
+// delivers and waits (for credit, for new chunks); Wake delivers on the
+// caller's goroutine when the consumer's goroutine is idle, so credit
+// coming back with an ack goes out again without a goroutine hand-off.
+//
+// mu is held by whoever reads the log and delivers; the fields below it are
+// touched only under it. The consumer's goroutine holds it while it waits
+// for new chunks (Wake then only signals); it releases it before waiting
+// for credit.
 type streamConsumer struct {
 	s      *Stream
 	c      Consumer
@@ -137,6 +145,17 @@ type streamConsumer struct {
 	wake   chan struct{}
 	done   chan struct{}
 	start  uint64 // records before this offset are skipped (offset specs land on chunk starts)
+
+	mu      sync.Mutex
+	r       *streamlog.Reader
+	closed  bool // r is closed: the goroutine ended
+	chunk   *streamlog.Chunk
+	it      streamlog.Entries // the rest of chunk
+	ts      int64             // chunk's timestamp (ns)
+	conv    streamConverter
+	msg     message.Message
+	pending bool // msg is converted but was refused by Deliver
+	off     uint64
 }
 
 // Consume implements Queue. As RabbitMQ, a stream consumer needs manual
@@ -164,7 +183,7 @@ func (s *Stream) Consume(ctx context.Context, c Consumer, opts ConsumeOptions) e
 		return fmt.Errorf("stream %s: %w", rs, err)
 	}
 	cctx, cancel := context.WithCancel(context.Background())
-	sc := &streamConsumer{s: s, c: c, cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{}), start: start}
+	sc := &streamConsumer{s: s, c: c, cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{}), start: start, r: r}
 	s.mu.Lock()
 	gone := s.gone
 	s.mu.Unlock()
@@ -179,7 +198,7 @@ func (s *Stream) Consume(ctx context.Context, c Consumer, opts ConsumeOptions) e
 	}
 	s.amqp.consumers[c] = sc
 	s.amqp.mu.Unlock()
-	go sc.run(cctx, r)
+	go sc.run(cctx)
 	return nil
 }
 
@@ -251,51 +270,116 @@ func parseStreamFilter(args map[string]any) (*streamlog.Filter, error) {
 
 // run delivers the log's messages to the consumer, waiting for credit
 // (Wake) when it has none and for new chunks at the tail.
-func (sc *streamConsumer) run(ctx context.Context, r *streamlog.Reader) {
+func (sc *streamConsumer) run(ctx context.Context) {
 	defer close(sc.done)
-	defer r.Close()
-	s := sc.s
-	var (
-		conv streamConverter
-		msg  message.Message
-	)
 	for {
-		// Chunks already durable (from the read-ahead buffer when they are
-		// small) go out in one batch: the socket write waits until the
-		// reader would block, the credit runs out or the output is full.
-		ch, err := r.TryNext()
-		if err == nil && ch == nil {
+		sc.mu.Lock()
+		atTail, err := sc.deliverReady()
+		if err == nil && atTail {
+			// Everything durable went out in one batch: the socket write
+			// waited until the reader would block (or the credit ran out).
 			sc.c.Flush()
-			ch, err = r.Next(ctx)
+			var ch *streamlog.Chunk
+			if ch, err = sc.r.Next(ctx); err == nil {
+				sc.setChunk(ch)
+				sc.mu.Unlock()
+				continue
+			}
 		}
 		if err != nil {
+			sc.closeLocked()
+			sc.mu.Unlock()
 			sc.c.Flush()
 			return
 		}
-		ts := time.UnixMilli(ch.Header.Timestamp).UnixNano()
-		it := ch.Entries()
-		for off, data, ok := it.Next(); ok; off, data, ok = it.Next() {
+		sc.mu.Unlock()
+		sc.c.Flush()
+		select {
+		case <-sc.wake:
+		case <-ctx.Done():
+			sc.mu.Lock()
+			sc.closeLocked()
+			sc.mu.Unlock()
+			return
+		}
+	}
+}
+
+// closeLocked closes the reader; Wake delivers nothing after it. sc.mu is held.
+func (sc *streamConsumer) closeLocked() {
+	if !sc.closed {
+		sc.closed = true
+		sc.r.Close()
+	}
+}
+
+// deliverReady delivers what can go without waiting: chunks already
+// durable (from the read-ahead buffer when they are small), until the
+// consumer refuses a message (no credit, output full) or the reader would
+// block (atTail). sc.mu is held.
+func (sc *streamConsumer) deliverReady() (atTail bool, err error) {
+	for {
+		if sc.pending {
+			// The consumer copies the message into its connection's output
+			// during Deliver: msg, its properties and body are reused.
+			if !sc.c.Deliver(Delivery{Msg: &sc.msg, Queue: sc.s, Seq: sc.off}) {
+				return false, nil
+			}
+			sc.pending = false
+		}
+		if sc.chunk != nil {
+			off, data, ok := sc.it.Next()
+			if !ok {
+				sc.chunk = nil
+				continue
+			}
 			if off < sc.start {
 				continue
 			}
-			conv.convert(&msg, data, off)
-			msg.Persistent = true
-			msg.Timestamp = ts
-			if msg.Exchange == "" && msg.RoutingKey == "" {
-				msg.RoutingKey = s.info.Name
+			sc.conv.convert(&sc.msg, data, off)
+			sc.msg.Persistent = true
+			sc.msg.Timestamp = sc.ts
+			if sc.msg.Exchange == "" && sc.msg.RoutingKey == "" {
+				sc.msg.RoutingKey = sc.s.info.Name
 			}
-			// The consumer copies the message into its connection's output
-			// during Deliver: msg, its properties and body are reused.
-			d := Delivery{Msg: &msg, Queue: s, Seq: off}
-			for !sc.c.Deliver(d) {
-				sc.c.Flush()
-				select {
-				case <-sc.wake:
-				case <-ctx.Done():
-					return
-				}
-			}
+			sc.off, sc.pending = off, true
+			continue
 		}
+		ch, err := sc.r.TryNext()
+		if err != nil {
+			return false, err
+		}
+		if ch == nil {
+			return true, nil
+		}
+		sc.setChunk(ch)
+	}
+}
+
+func (sc *streamConsumer) setChunk(ch *streamlog.Chunk) {
+	sc.chunk = ch
+	sc.it = ch.Entries()
+	sc.ts = time.UnixMilli(ch.Header.Timestamp).UnixNano()
+}
+
+// deliverNow is Wake for one consumer: if its goroutine is idle, the
+// caller delivers what is ready itself (an ack's credit goes out again
+// from the goroutine that read the ack, before it reads on); otherwise,
+// or when the log must be waited for, the goroutine is signalled.
+func (sc *streamConsumer) deliverNow() {
+	if !sc.mu.TryLock() {
+		sc.signal()
+		return
+	}
+	if sc.closed {
+		sc.mu.Unlock()
+		return
+	}
+	atTail, err := sc.deliverReady()
+	sc.mu.Unlock()
+	sc.c.Flush()
+	if atTail || err != nil {
+		sc.signal()
 	}
 }
 
@@ -383,20 +467,23 @@ func (s *Stream) Cancel(c Consumer) {
 	}
 }
 
-// Wake implements Queue: c's goroutine (every consumer's for nil) tries
-// again. Each consumer reads the log on its own, so credit coming back to
-// one wakes no other.
+// Wake implements Queue. Each consumer reads the log on its own, so
+// credit coming back to one wakes no other; c's deliveries may be made on
+// the calling goroutine (see deliverNow). nil signals every consumer's
+// goroutine.
 func (s *Stream) Wake(c Consumer) {
 	s.amqp.mu.Lock()
-	defer s.amqp.mu.Unlock()
-	if c != nil {
-		if sc := s.amqp.consumers[c]; sc != nil {
+	if c == nil {
+		for _, sc := range s.amqp.consumers {
 			sc.signal()
 		}
+		s.amqp.mu.Unlock()
 		return
 	}
-	for _, sc := range s.amqp.consumers {
-		sc.signal()
+	sc := s.amqp.consumers[c]
+	s.amqp.mu.Unlock()
+	if sc != nil {
+		sc.deliverNow()
 	}
 }
 

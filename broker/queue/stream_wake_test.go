@@ -17,6 +17,7 @@ type creditConsumer struct {
 	credit    atomic.Int32
 	attempts  atomic.Int64
 	delivered atomic.Int64
+	flushes   atomic.Int64
 }
 
 func (c *creditConsumer) Deliver(Delivery) bool {
@@ -31,7 +32,7 @@ func (c *creditConsumer) Deliver(Delivery) bool {
 
 func (c *creditConsumer) NoAck() bool { return false }
 func (c *creditConsumer) Cancelled()  {}
-func (c *creditConsumer) Flush()      {}
+func (c *creditConsumer) Flush()      { c.flushes.Add(1) }
 
 // waitFor polls cond for up to five seconds.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -44,26 +45,82 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// Credit coming back to one consumer of a stream wakes that consumer's
-// goroutine and no other; Wake(nil) wakes them all.
-func TestStreamWakeWakesOnlyTheCreditedConsumer(t *testing.T) {
+// openWakeStream opens a stream holding n one-byte messages.
+func openWakeStream(t *testing.T, n int) *Stream {
+	t.Helper()
 	ctx := context.Background()
 	s, err := OpenStream(ctx, StreamConfig{Info: Info{Name: "wake", Durable: true}, Dir: t.TempDir(), ReadAhead: streamlog.NewReadAhead(true, 4096)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close(ctx)
+	t.Cleanup(func() { s.Close(ctx) })
 	enc := amqp10.AppendFromAMQP091(nil, &wire.Properties{DeliveryMode: 2}, "", "wake", []byte("m"))
 	done := make(chan struct{})
 	batch := streamlog.NewBatch()
-	for i := 0; i < 10; i++ {
+	for i := 0; i < n; i++ {
 		batch.AddSimple(enc)
 	}
 	if _, err := s.Log().Append(batch, func(uint64, error) { close(done) }); err != nil {
 		t.Fatal(err)
 	}
 	<-done
+	return s
+}
 
+// A consumer waiting for credit gets what is ready from the goroutine that
+// calls Wake, before Wake returns, and its output is flushed: an ack's
+// credit goes out again without a hand-off to the consumer's goroutine.
+func TestStreamWakeDeliversOnTheCallersGoroutine(t *testing.T) {
+	s := openWakeStream(t, 10)
+	c := &creditConsumer{}
+	c.credit.Store(1)
+	if err := s.Consume(context.Background(), c, ConsumeOptions{Prefetch: 1, Args: map[string]any{"x-stream-offset": "first"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the consumer to run out of credit", func() bool { return c.delivered.Load() == 1 && c.attempts.Load() == 2 })
+	s.amqp.mu.Lock()
+	sc := s.amqp.consumers[c]
+	s.amqp.mu.Unlock()
+	// The goroutine lets go of the reader before it waits for credit.
+	waitFor(t, "the consumer's goroutine to wait", func() bool {
+		if !sc.mu.TryLock() {
+			return false
+		}
+		sc.mu.Unlock()
+		return true
+	})
+
+	flushes := c.flushes.Load()
+	c.credit.Store(3)
+	s.Wake(c)
+	if got := c.delivered.Load(); got != 4 {
+		t.Fatalf("after Wake returned: %d delivered, want 4", got)
+	}
+	if c.flushes.Load() == flushes {
+		t.Fatal("Wake delivered without flushing the consumer")
+	}
+
+	// With credit for everything the rest goes out; the goroutine then waits
+	// at the tail, and a new chunk reaches the consumer from there.
+	c.credit.Store(100)
+	s.Wake(c)
+	if got := c.delivered.Load(); got != 10 {
+		t.Fatalf("after the second Wake: %d delivered, want 10", got)
+	}
+	enc := amqp10.AppendFromAMQP091(nil, &wire.Properties{DeliveryMode: 2}, "", "wake", []byte("n"))
+	batch := streamlog.NewBatch()
+	batch.AddSimple(enc)
+	if _, err := s.Log().Append(batch, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the message appended after the tail", func() bool { return c.delivered.Load() == 11 })
+}
+
+// Credit coming back to one consumer of a stream wakes that consumer's
+// goroutine and no other; Wake(nil) wakes them all.
+func TestStreamWakeWakesOnlyTheCreditedConsumer(t *testing.T) {
+	ctx := context.Background()
+	s := openWakeStream(t, 10)
 	a, b := &creditConsumer{}, &creditConsumer{}
 	for _, c := range []*creditConsumer{a, b} {
 		c.credit.Store(1)

@@ -194,8 +194,8 @@ loop:
 	return run, nil
 }
 
-// consumeWire consumes with the minimal wire consumer. The idle limit is a
-// read deadline, renewed whenever the socket buffer runs dry.
+// consumeWire consumes with the minimal wire consumer. The idle limit is
+// the socket's receive timeout: no read waits longer.
 func consumeWire(ctx context.Context, f amqpFlags, qos int, args map[string]any, total, ackEvery int64, idle time.Duration, prog *progress) (consumeRun, error) {
 	var run consumeRun
 	c, err := dialWire(ctx, f.uri, f.queue, qos, wire.Table(args))
@@ -203,22 +203,19 @@ func consumeWire(ctx context.Context, f amqpFlags, qos int, args map[string]any,
 		return run, err
 	}
 	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { _ = c.conn.SetReadDeadline(time.Now()) })
+	if err := c.conn.SetIdle(idle); err != nil {
+		return run, err
+	}
+	stop := context.AfterFunc(ctx, c.conn.Abort)
 	defer stop()
 	var tag, acked uint64
 	for total <= 0 || run.n < total {
-		if c.r.Buffered() == 0 {
-			if err := c.conn.SetReadDeadline(time.Now().Add(idle)); err != nil {
-				run.err = err
-				break
-			}
-		}
 		size, t, err := c.next()
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
 				run.last = time.Now()
-			case errors.Is(err, os.ErrDeadlineExceeded):
+			case errors.Is(err, errIdle):
 			default:
 				run.err = err
 			}

@@ -20,9 +20,10 @@ import (
 // socket buffer (no goroutine hand-offs, no allocation per message) and so
 // costs a fraction of what amqp091-go does per message, which otherwise
 // bounds what a benchmark of small messages can show. It speaks only what
-// a consumer needs; the default client stays amqp091-go.
+// a consumer needs; the default client stays amqp091-go. Its socket is
+// blocking (see blockingSocket).
 type wireConsumer struct {
-	conn     net.Conn
+	conn     *blockingSocket
 	r        *wire.Reader
 	out      []byte
 	frameMax uint32
@@ -46,11 +47,19 @@ func dialWire(ctx context.Context, uri, queue string, qos int, args wire.Table) 
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", uri, err)
 	}
-	c := &wireConsumer{conn: conn, r: wire.NewReader(conn, 256<<10), frameMax: wire.FrameMinSize}
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	sock, err := newBlockingSocket(conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	c := &wireConsumer{conn: sock, r: wire.NewReader(sock, 256<<10), frameMax: wire.FrameMinSize}
+	stop := context.AfterFunc(ctx, sock.Abort)
 	defer stop()
 	if err := c.handshake(u, queue, qos, args); err != nil {
-		conn.Close()
+		sock.Close()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("connect %s: %w", uri, ctx.Err())
+		}
 		return nil, err
 	}
 	return c, nil

@@ -16,6 +16,7 @@ import (
 // signals after n deliveries.
 type frameConsumer struct {
 	out  []byte
+	m    wire.BasicDeliver // reused, as a channel does
 	tag  uint64
 	n    atomic.Int64
 	want int64
@@ -24,7 +25,8 @@ type frameConsumer struct {
 
 func (c *frameConsumer) Deliver(d Delivery) bool {
 	c.tag++
-	b := wire.AppendMethodFrame(c.out, 1, &wire.BasicDeliver{ConsumerTag: "ctag", DeliveryTag: c.tag, Exchange: d.Msg.Exchange, RoutingKey: d.Msg.RoutingKey})
+	c.m = wire.BasicDeliver{ConsumerTag: "ctag", DeliveryTag: c.tag, Exchange: d.Msg.Exchange, RoutingKey: d.Msg.RoutingKey}
+	b := wire.AppendMethodFrame(c.out, 1, &c.m)
 	b = wire.AppendHeaderFrame(b, 1, wire.ClassBasic, uint64(len(d.Msg.Body)), d.Msg.Props)
 	b = wire.AppendBodyFrames(b, 1, d.Msg.Body, 131072)
 	if len(b) > 64<<10 {

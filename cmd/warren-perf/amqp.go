@@ -223,7 +223,13 @@ func consumeWire(ctx context.Context, f amqpFlags, qos int, args map[string]any,
 		}
 		run.n++
 		run.bytes += size
-		run.last, tag = time.Now(), t
+		tag = t
+		// The clock only when the socket buffer runs dry (the last message
+		// of what arrived together) or at the end: reading it per message
+		// cost this client more than a sixth of its time.
+		if c.r.Buffered() == 0 || run.n == total {
+			run.last = time.Now()
+		}
 		if run.n%ackEvery == 0 {
 			if err := c.ack(tag); err != nil {
 				run.err = err

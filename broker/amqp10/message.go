@@ -1,6 +1,7 @@
 package amqp10
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strconv"
 
@@ -34,6 +35,17 @@ type Message struct {
 // DataBody returns the body of b, the bytes of a message from its BodyAt
 // on: one data section and nothing after it.
 func DataBody(b []byte) ([]byte, bool) {
+	// The encodings every client uses (a small-ulong descriptor and a
+	// vbin8 or vbin32) without the decoder: a stream consumer calls this
+	// once per message.
+	if len(b) >= 5 && b[0] == tDescribed && b[1] == tSmallUlong && b[2] == secData {
+		switch {
+		case b[3] == tVbin8 && len(b) == 5+int(b[4]):
+			return b[5:], true
+		case b[3] == tVbin32 && len(b) >= 8 && uint64(len(b)) == 8+uint64(binary.BigEndian.Uint32(b[4:])):
+			return b[8:], true
+		}
+	}
 	d := &decoder{b: b}
 	if d.u8() != tDescribed {
 		return nil, false

@@ -3,6 +3,7 @@ package amqp10
 import (
 	"bytes"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/warrenmq/warren/broker/amqp/wire"
@@ -106,6 +107,38 @@ func TestDecodeMalformed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := Decode(tt.b); err == nil {
 				t.Fatalf("Decode(% x) succeeded", tt.b)
+			}
+		})
+	}
+}
+
+// DataBody takes exactly one data section, in any of its encodings, and
+// nothing else.
+func TestDataBody(t *testing.T) {
+	big := append([]byte{0x00, 0x53, 0x75, 0xb0, 0x00, 0x00, 0x01, 0x00}, bytes.Repeat([]byte{'x'}, 256)...)
+	tests := []struct {
+		name string
+		b    []byte
+		body string // "" with ok false
+		ok   bool
+	}{
+		{"vbin8", []byte{0x00, 0x53, 0x75, 0xa0, 0x03, 'a', 'b', 'c'}, "abc", true},
+		{"empty vbin8", []byte{0x00, 0x53, 0x75, 0xa0, 0x00}, "", true},
+		{"vbin32", big, strings.Repeat("x", 256), true},
+		{"ulong descriptor", []byte{0x00, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x75, 0xa0, 0x01, 'a'}, "a", true},
+		{"vbin8 with a byte after it", []byte{0x00, 0x53, 0x75, 0xa0, 0x01, 'a', 0x40}, "", false},
+		{"vbin8 cut short", []byte{0x00, 0x53, 0x75, 0xa0, 0x03, 'a'}, "", false},
+		{"vbin32 cut short", big[:100], "", false},
+		{"vbin32 length header cut", big[:6], "", false},
+		{"amqp-value section", []byte{0x00, 0x53, 0x77, 0xa0, 0x01, 'a'}, "", false},
+		{"not described", []byte{0xa0, 0x01, 'a'}, "", false},
+		{"empty", nil, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body, ok := DataBody(tt.b)
+			if ok != tt.ok || string(body) != tt.body {
+				t.Fatalf("DataBody(% x) = %q, %v; want %q, %v", tt.b, body, ok, tt.body, tt.ok)
 			}
 		})
 	}

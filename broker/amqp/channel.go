@@ -28,10 +28,10 @@ type channel struct {
 	consumers      map[string]*consumer // reader only
 	prefetchCount  int32                // basic.qos global=false: for consumers created later
 	globalPrefetch atomic.Int32         // basic.qos global=true: shared by the channel
-	unackedCount   atomic.Int32         // deliveries counted against globalPrefetch
+	unackedCount   int32                // consumers' deliveries not settled, counted against globalPrefetch; guarded by mu
 	flowActive     atomic.Bool
 
-	mu      sync.Mutex // guards nextTag, unacked and the scratch methods
+	mu      sync.Mutex // guards nextTag, unacked, unackedCount, the consumers' unacked and the scratch methods
 	nextTag uint64
 	unacked unackedList
 	// The method deliver encodes, reused: passed as a wire.Method, a new

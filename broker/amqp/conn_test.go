@@ -334,6 +334,44 @@ collect:
 	}
 }
 
+// basic.get's deliveries are not counted against the channel's global
+// prefetch, so acking them must not give consumers extra room either.
+func TestGlobalQosAfterAckedGets(t *testing.T) {
+	n := brokertest.Start(t)
+	ch := n.Channel(t)
+	q, _ := ch.QueueDeclare("", false, true, true, false, nil)
+	publishConfirmed(t, ch, "", q.Name, bodies(10, "m"), false)
+	if err := ch.Qos(2, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		d, ok, err := ch.Get(q.Name, false)
+		if err != nil || !ok {
+			t.Fatalf("basic.get %d: ok=%v err=%v", i, ok, err)
+		}
+		if err := d.Ack(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ds, err := ch.Consume(q.Name, "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	timeout := time.After(300 * time.Millisecond)
+	for done := false; !done; {
+		select {
+		case <-ds:
+			got++
+		case <-timeout:
+			done = true
+		}
+	}
+	if got != 2 {
+		t.Fatalf("global prefetch 2 after three acked basic.get: %d delivered unacked, want 2", got)
+	}
+}
+
 func TestMemoryAlarmBlocksPublishers(t *testing.T) {
 	n := brokertest.Start(t, func(c *config.Config) { c.Limits.MemoryHighWatermark = 1 })
 	// A blocked connection's reader waits for the alarm to clear, so this

@@ -18,8 +18,8 @@ type consumer struct {
 	tag      string
 	q        queue.Queue
 	noAck    bool
-	prefetch int32 // per-consumer limit, 0 = none
-	unacked  atomic.Int32
+	prefetch int32       // per-consumer limit, 0 = none
+	unacked  int32       // deliveries not settled yet; guarded by ch.mu
 	starved  atomic.Bool // Deliver returned false; wake the queue when credit frees
 	gone     atomic.Bool
 	ready    atomic.Bool // consume-ok was sent: deliveries may follow it
@@ -69,27 +69,10 @@ func (c *consumer) NoAck() bool { return c.noAck }
 // Deliver implements queue.Consumer: it takes credit, assigns the delivery
 // tag and writes the frames into the connection's output buffer.
 func (c *consumer) Deliver(d queue.Delivery) bool {
-	ch := c.ch
-	if c.gone.Load() || !ch.flowActive.Load() || !c.ready.Load() {
+	if c.gone.Load() || !c.ch.flowActive.Load() || !c.ready.Load() {
 		return false
 	}
-	if !c.noAck && !c.acquire() {
-		// Mark the consumer starved, then look again: a settle between
-		// the failed acquire and the mark saw starved false and woke
-		// nobody, and the queue would wait for credit it already has.
-		c.starved.Store(true)
-		if !c.acquire() {
-			return false
-		}
-		c.starved.Store(false)
-	}
-	if !ch.deliver(c.tag, c, d) {
-		if !c.noAck {
-			c.release(1)
-		}
-		return false
-	}
-	return true
+	return c.ch.deliver(c.tag, c, &d)
 }
 
 // Flush implements queue.Consumer: the queue's batch of deliveries goes
@@ -114,38 +97,24 @@ func (c *consumer) wake() {
 	}
 }
 
-// acquire takes one unit of credit from the consumer's and the channel's
-// prefetch limits.
-func (c *consumer) acquire() bool {
-	if c.prefetch > 0 {
-		for {
-			n := c.unacked.Load()
-			if n >= c.prefetch {
-				return false
-			}
-			if c.unacked.CompareAndSwap(n, n+1) {
-				break
-			}
-		}
-	} else {
-		c.unacked.Add(1)
+// takeCredit takes one unit of credit from the consumer's and the
+// channel's prefetch limits, or marks the consumer starved. ch.mu is held:
+// settle gives credit back under the same lock and, seeing the mark, wakes
+// the consumer's queue. Plain counters under the lock the delivery takes
+// anyway, not atomics: this runs once per delivery.
+func (c *consumer) takeCredit() bool {
+	ch := c.ch
+	if c.prefetch > 0 && c.unacked >= c.prefetch {
+		c.starved.Store(true)
+		return false
 	}
-	g := c.ch.globalPrefetch.Load()
-	for {
-		n := c.ch.unackedCount.Load()
-		if g > 0 && n >= g {
-			c.unacked.Add(-1)
-			return false
-		}
-		if c.ch.unackedCount.CompareAndSwap(n, n+1) {
-			return true
-		}
+	if g := ch.globalPrefetch.Load(); g > 0 && ch.unackedCount >= g {
+		c.starved.Store(true)
+		return false
 	}
-}
-
-func (c *consumer) release(n int32) {
-	c.unacked.Add(-n)
-	c.ch.unackedCount.Add(-n)
+	c.unacked++
+	ch.unackedCount++
+	return true
 }
 
 // unackedMsg is one delivery awaiting ack.
@@ -166,8 +135,19 @@ type unackedList struct {
 
 func (l *unackedList) len() int { return l.live }
 
-func (l *unackedList) push(m unackedMsg) {
-	l.items = append(l.items, m)
+// push appends a delivery (tags only grow).
+//
+// It takes the fields, not an unackedMsg: a struct literal is built on the
+// stack and copied, and copying a struct just written field by field stalls
+// the CPU's store forwarding, a measurable cost on the delivery path.
+func (l *unackedList) push(tag uint64, q queue.Queue, seq uint64, cons *consumer) {
+	if len(l.items) == cap(l.items) {
+		l.items = append(l.items, unackedMsg{})
+	} else {
+		l.items = l.items[:len(l.items)+1]
+	}
+	m := &l.items[len(l.items)-1]
+	m.tag, m.q, m.seq, m.cons, m.done = tag, q, seq, cons, false
 	l.live++
 }
 
@@ -190,13 +170,15 @@ func (l *unackedList) find(tag uint64) int {
 
 // take removes entries: tag alone, or every live one up to tag when multiple
 // (tag 0 with multiple means all).
-func (l *unackedList) take(tag uint64, multiple bool, fn func(unackedMsg)) bool {
+//
+// fn gets each entry by pointer, valid during the call only.
+func (l *unackedList) take(tag uint64, multiple bool, fn func(*unackedMsg)) bool {
 	if !multiple {
 		i := l.find(tag)
 		if i < 0 {
 			return false
 		}
-		fn(l.items[i])
+		fn(&l.items[i])
 		l.items[i].done = true
 		l.live--
 		l.compact()
@@ -210,7 +192,7 @@ func (l *unackedList) take(tag uint64, multiple bool, fn func(unackedMsg)) bool 
 		if l.items[i].tag == tag {
 			found = true
 		}
-		fn(l.items[i])
+		fn(&l.items[i])
 		l.items[i].done = true
 		l.live--
 	}
@@ -236,14 +218,15 @@ func (l *unackedList) compact() {
 // deliver assigns the next delivery tag and writes basic.deliver (consumer)
 // or basic.get-ok (tag == "" and cons == nil) with the content frames. A
 // consumer's delivery is refused (false) while the connection's output is
-// over its high-water mark; the consumer is woken once it drained.
-func (ch *channel) deliver(ctag string, cons *consumer, d queue.Delivery) bool {
+// over its high-water mark (the consumer is woken once it drained) and
+// when it has no credit left (see takeCredit).
+func (ch *channel) deliver(ctag string, cons *consumer, d *queue.Delivery) bool {
 	msg := d.Msg
 	noAck := cons != nil && cons.noAck
 	fm := ch.c.frameMax
 	ch.mu.Lock()
 	ch.c.outMu.Lock()
-	if cons != nil && ch.c.outputFullLocked(cons.wakeFn) {
+	if cons != nil && (ch.c.outputFullLocked(cons.wakeFn) || !noAck && !cons.takeCredit()) {
 		ch.c.outMu.Unlock()
 		ch.mu.Unlock()
 		return false
@@ -251,12 +234,15 @@ func (ch *channel) deliver(ctag string, cons *consumer, d queue.Delivery) bool {
 	ch.nextTag++
 	tag := ch.nextTag
 	if !noAck {
-		ch.unacked.push(unackedMsg{tag: tag, q: d.Queue, seq: d.Seq, cons: cons})
+		ch.unacked.push(tag, d.Queue, d.Seq, cons)
 	}
 	b := ch.c.out
 	if cons != nil {
-		ch.deliverM = wire.BasicDeliver{ConsumerTag: ctag, DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: msg.Exchange, RoutingKey: msg.RoutingKey}
-		b = wire.AppendMethodFrame(b, ch.id, &ch.deliverM)
+		// Field by field, not a composite literal: see unackedList.push.
+		m := &ch.deliverM
+		m.ConsumerTag, m.DeliveryTag, m.Redelivered = ctag, tag, d.Redelivered
+		m.Exchange, m.RoutingKey = msg.Exchange, msg.RoutingKey
+		b = wire.AppendMethodFrame(b, ch.id, m)
 	} else {
 		ch.getOkM = wire.BasicGetOk{DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: msg.Exchange, RoutingKey: msg.RoutingKey, MessageCount: uint32(d.Remaining)}
 		b = wire.AppendMethodFrame(b, ch.id, &ch.getOkM)
@@ -385,7 +371,7 @@ func (ch *channel) basicGet(ctx context.Context, m *wire.BasicGet) error {
 		ch.deliverGetNoAck(d)
 		return nil
 	}
-	_ = ch.deliver("", nil, d) // basic.get-ok is never refused
+	_ = ch.deliver("", nil, &d) // basic.get-ok is never refused
 	return nil
 }
 
@@ -462,7 +448,7 @@ func (ch *channel) settle(tag uint64, multiple bool, kind settleKind, requeue bo
 	if multiple {
 		sizeHint = min(ch.unacked.len(), 1024)
 	}
-	ok := ch.unacked.take(tag, multiple, func(m unackedMsg) {
+	ok := ch.unacked.take(tag, multiple, func(m *unackedMsg) {
 		i := 0
 		for i < len(batches) && batches[i].q != m.q {
 			i++
@@ -472,6 +458,7 @@ func (ch *channel) settle(tag uint64, multiple bool, kind settleKind, requeue bo
 		}
 		batches[i].seqs = append(batches[i].seqs, m.seq)
 		if m.cons != nil {
+			freed++ // counted against the prefetch (basic.get-ok is not)
 			j := 0
 			for j < len(credits) && credits[j].cons != m.cons {
 				j++
@@ -481,18 +468,18 @@ func (ch *channel) settle(tag uint64, multiple bool, kind settleKind, requeue bo
 			}
 			credits[j].n++
 		}
-		freed++
 	})
 	for _, cr := range credits {
-		if cr.cons.credited(cr.cons.unacked.Add(-cr.n)) {
+		cr.cons.unacked -= cr.n
+		if cr.cons.credited(cr.cons.unacked) {
 			wake = append(wake, cr.cons)
 		}
 	}
+	ch.unackedCount -= freed
 	ch.mu.Unlock()
 	if !ok {
 		return newError(wire.PreconditionFailed, "unknown delivery tag %d", tag)
 	}
-	ch.unackedCount.Add(-freed)
 	for _, b := range batches {
 		switch {
 		case kind == settleAck:

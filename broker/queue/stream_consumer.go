@@ -129,7 +129,7 @@ func (sc *streamConsumer) deliverReady() (atTail bool, err error) {
 func (sc *streamConsumer) setChunk(ch *streamlog.Chunk) {
 	sc.chunk = ch
 	sc.it = ch.Entries()
-	sc.ts = time.UnixMilli(ch.Header.Timestamp).UnixNano()
+	sc.ts = ch.Header.Timestamp * int64(time.Millisecond) // ms to ns
 }
 
 // deliverNow is Wake for one consumer: if its goroutine is idle, the

@@ -26,7 +26,7 @@ func (c *streamConverter) convert(msg *message.Message, data []byte, off uint64)
 	if c.reuse && len(data) > len(c.prefix) && bytes.Equal(data[:len(c.prefix)], c.prefix) {
 		if body, ok := amqp10.DataBody(data[len(c.prefix):]); ok {
 			binary.BigEndian.PutUint64(c.props[c.offPos:], off)
-			*msg = message.Message{Exchange: c.m.Exchange, RoutingKey: c.m.RoutingKey, Props: c.props, Body: body}
+			c.set(msg, body)
 			return
 		}
 	}
@@ -41,7 +41,24 @@ func (c *streamConverter) convert(msg *message.Message, data []byte, off uint64)
 	if c.reuse {
 		c.prefix = append(c.prefix, data[:c.m.BodyAt]...)
 	}
-	*msg = message.Message{Exchange: c.m.Exchange, RoutingKey: c.m.RoutingKey, Props: c.props, Body: c.m.Body}
+	c.set(msg, c.m.Body)
+}
+
+// set makes msg the converted message with body. Field by field, on
+// purpose: a composite literal is built on the stack and copied, and
+// copying a struct just written field by field stalls the CPU's store
+// forwarding (measurable on this path, which runs once per message).
+// TestStreamConverterSetsEveryField keeps it in step with message.Message.
+func (c *streamConverter) set(msg *message.Message, body []byte) {
+	msg.ID = 0
+	msg.Exchange = c.m.Exchange
+	msg.RoutingKey = c.m.RoutingKey
+	msg.Props = c.props
+	msg.Body = body
+	msg.Persistent = false
+	msg.Priority = 0
+	msg.Expiry = 0
+	msg.Timestamp = 0
 }
 
 const streamOffsetHeader = "x-stream-offset"

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/warrenmq/warren/broker/amqp/wire"
@@ -101,6 +102,57 @@ func TestStreamConverterReusesAlikeMessages(t *testing.T) {
 			c.convert(&msg, second, 4)
 			if got, _ := wire.DecodeProperties(msg.Props); string(msg.Body) != "other" || got.Headers["x-stream-offset"] != int64(4) {
 				t.Fatalf("after raw: body %q, offset %v", msg.Body, got.Headers["x-stream-offset"])
+			}
+		})
+	}
+}
+
+// convert fills the message field by field (see streamConverter.set): a
+// field added to message.Message must be set there too, or a converted
+// message would carry the previous one's value.
+func TestStreamConverterSetsEveryField(t *testing.T) {
+	enc := amqp10.AppendFromAMQP091(nil, &wire.Properties{DeliveryMode: 2}, "ex", "rk", []byte("body"))
+	for _, tc := range []struct {
+		name  string
+		prime bool // convert an alike message first: its properties are reused
+		data  []byte
+	}{
+		{"decoded", false, enc},
+		{"reused", true, enc},
+		{"not AMQP 1.0", false, []byte{0xff, 1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c streamConverter
+			if tc.prime {
+				var first message.Message
+				c.convert(&first, enc, 1)
+			}
+			msg := message.Message{}
+			v := reflect.ValueOf(&msg).Elem()
+			for i := 0; i < v.NumField(); i++ {
+				f := v.Field(i)
+				switch f.Kind() {
+				case reflect.String:
+					f.SetString("stale")
+				case reflect.Slice:
+					f.SetBytes([]byte("stale"))
+				case reflect.Bool:
+					f.SetBool(true)
+				case reflect.Uint8, reflect.Uint64:
+					f.SetUint(7)
+				case reflect.Int64:
+					f.SetInt(7)
+				default:
+					t.Fatalf("message.Message.%s: kind %s not covered by this test", v.Type().Field(i).Name, f.Kind())
+				}
+			}
+			c.convert(&msg, tc.data, 2)
+			want := message.Message{Exchange: "ex", RoutingKey: "rk", Props: msg.Props, Body: []byte("body")}
+			if tc.name == "not AMQP 1.0" {
+				want = message.Message{Props: msg.Props, Body: tc.data}
+			}
+			if !reflect.DeepEqual(msg, want) {
+				t.Fatalf("converted message %+v, want %+v", msg, want)
 			}
 		})
 	}

@@ -135,35 +135,46 @@ func (h *Header) DataStart() int64 { return HeaderSize + int64(h.BloomSize) }
 // ParseHeader parses a chunk header from b (at least HeaderSize bytes). It
 // checks the magic, version and type, not the CRC.
 func ParseHeader(b []byte) (Header, error) {
-	if len(b) < HeaderSize {
-		return Header{}, fmt.Errorf("%w: short chunk header (%d bytes)", ErrCorrupt, len(b))
-	}
-	if b[0] != MagicVersion {
-		return Header{}, fmt.Errorf("%w: bad chunk magic/version 0x%02x", ErrCorrupt, b[0])
-	}
-	h := Header{
-		Type:       ChunkType(b[1]),
-		NumEntries: binary.BigEndian.Uint16(b[2:]),
-		NumRecords: binary.BigEndian.Uint32(b[4:]),
-		Timestamp:  int64(binary.BigEndian.Uint64(b[8:])),
-		Epoch:      binary.BigEndian.Uint64(b[16:]),
-		ChunkID:    binary.BigEndian.Uint64(b[24:]),
-		CRC:        binary.BigEndian.Uint32(b[32:]),
-		DataLen:    binary.BigEndian.Uint32(b[36:]),
-		TrailerLen: binary.BigEndian.Uint32(b[40:]),
-		BloomSize:  b[44],
-		Check:      uint32(b[45])<<16 | uint32(b[46])<<8 | uint32(b[47]),
-	}
-	if h.Type > ChunkTrackingSnapshot {
-		return Header{}, fmt.Errorf("%w: unknown chunk type %d", ErrCorrupt, h.Type)
-	}
-	if h.NumRecords == 0 && h.Type != ChunkTrackingSnapshot {
-		return Header{}, fmt.Errorf("%w: chunk %d without records", ErrCorrupt, h.ChunkID)
-	}
-	if uint32(h.NumEntries) > h.NumRecords {
-		return Header{}, fmt.Errorf("%w: chunk %d has %d entries but %d records", ErrCorrupt, h.ChunkID, h.NumEntries, h.NumRecords)
+	var h Header
+	if err := h.parse(b); err != nil {
+		return Header{}, err
 	}
 	return h, nil
+}
+
+// parse is ParseHeader into h, field by field: the reader's hot path
+// parses into its chunk in place, since copying a Header just written
+// field by field stalls the CPU's store forwarding. h is undefined after
+// an error.
+func (h *Header) parse(b []byte) error {
+	if len(b) < HeaderSize {
+		return fmt.Errorf("%w: short chunk header (%d bytes)", ErrCorrupt, len(b))
+	}
+	if b[0] != MagicVersion {
+		return fmt.Errorf("%w: bad chunk magic/version 0x%02x", ErrCorrupt, b[0])
+	}
+	b = b[:HeaderSize]
+	h.Type = ChunkType(b[1])
+	h.NumEntries = binary.BigEndian.Uint16(b[2:])
+	h.NumRecords = binary.BigEndian.Uint32(b[4:])
+	h.Timestamp = int64(binary.BigEndian.Uint64(b[8:]))
+	h.Epoch = binary.BigEndian.Uint64(b[16:])
+	h.ChunkID = binary.BigEndian.Uint64(b[24:])
+	h.CRC = binary.BigEndian.Uint32(b[32:])
+	h.DataLen = binary.BigEndian.Uint32(b[36:])
+	h.TrailerLen = binary.BigEndian.Uint32(b[40:])
+	h.BloomSize = b[44]
+	h.Check = uint32(b[45])<<16 | uint32(b[46])<<8 | uint32(b[47])
+	if h.Type > ChunkTrackingSnapshot {
+		return fmt.Errorf("%w: unknown chunk type %d", ErrCorrupt, h.Type)
+	}
+	if h.NumRecords == 0 && h.Type != ChunkTrackingSnapshot {
+		return fmt.Errorf("%w: chunk %d without records", ErrCorrupt, h.ChunkID)
+	}
+	if uint32(h.NumEntries) > h.NumRecords {
+		return fmt.Errorf("%w: chunk %d has %d entries but %d records", ErrCorrupt, h.ChunkID, h.NumEntries, h.NumRecords)
+	}
+	return nil
 }
 
 // put writes h into b[:HeaderSize].

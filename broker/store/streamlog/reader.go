@@ -441,8 +441,12 @@ func (r *Reader) next(ctx context.Context, wait bool) (*Chunk, error) {
 			}
 			off = 0
 		}
-		h, err := ParseHeader(r.buf[off:])
-		if err != nil {
+		// The header is parsed into the chunk to return, in place (see
+		// Header.parse); the previous chunk is the caller's only until
+		// this call.
+		c := &r.chunk
+		h := &c.Header
+		if err := h.parse(r.buf[off:]); err != nil {
 			return nil, fmt.Errorf("streamlog: segment %d at %d: %w", r.seg.base, r.pos, err)
 		}
 		size := h.Size()
@@ -467,8 +471,7 @@ func (r *Reader) next(ctx context.Context, wait bool) (*Chunk, error) {
 				continue
 			}
 		}
-		c := &r.chunk
-		c.Header, c.file, c.pos = h, r.f, r.pos
+		c.file, c.pos = r.f, r.pos
 		switch {
 		case off+size <= int64(len(r.buf)):
 		case on && size < int64(limit):

@@ -64,6 +64,16 @@ type conn struct {
 	batch publishBatch // reader only: publishes not yet handed to queues
 	acks  ackBatch     // acks not yet handed to queues (its own lock: a timer flushes it too)
 
+	// settleWaking is set while the reader settles a client's ack, nack
+	// or reject and wakes the consumers it gave credit back to. A
+	// consumer's Flush meanwhile (on the reader's goroutine, where a
+	// stream delivers, or on a queue's) only sets flushDeferred and leaves
+	// the socket write to the reader, which flushes before it handles any
+	// frame but another settlement and before it can block (readLoop):
+	// the deliveries for acks read together go out in one write.
+	settleWaking  atomic.Bool
+	flushDeferred atomic.Bool
+
 	wroteInline atomic.Bool // flushInline wrote since the writer's last heartbeat check
 	closeSent   atomic.Bool // we sent connection.close and wait for close-ok
 	blockedNow  atomic.Bool // connection.blocked was sent
@@ -475,6 +485,10 @@ func (c *conn) readLoop(ctx context.Context) error {
 				lastDeadline = now
 			}
 		}
+		if c.flushDeferred.Load() && !c.nextFrameSettles() {
+			c.flushDeferred.Store(false)
+			c.flush()
+		}
 		if c.r.Buffered() == 0 {
 			if c.batch.n > 0 {
 				if err := c.flushPublishes(ctx); err != nil {
@@ -523,6 +537,20 @@ func (c *conn) readLoop(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// nextFrameSettles reports whether the next frame is buffered whole and is
+// a basic.ack, basic.nack or basic.reject: handling it neither blocks nor
+// waits, so output deferred by settlements may wait for it.
+func (c *conn) nextFrameSettles() bool {
+	class, method, ok := c.r.NextMethod()
+	if !ok || class != wire.ClassBasic {
+		return false
+	}
+	var ack wire.BasicAck
+	var nack wire.BasicNack
+	var reject wire.BasicReject
+	return method == ack.MethodID() || method == nack.MethodID() || method == reject.MethodID()
 }
 
 // errClientClosed ends the read loop after connection.close from the client.

@@ -78,7 +78,15 @@ func (c *consumer) Deliver(d queue.Delivery) bool {
 // Flush implements queue.Consumer: the queue's batch of deliveries goes
 // to the socket now, from the queue's goroutine if the socket takes it
 // without blocking, else from the writer goroutine.
-func (c *consumer) Flush() { c.ch.c.flush() }
+// While the reader settles acks it is left to the reader (conn.settleWaking).
+func (c *consumer) Flush() {
+	conn := c.ch.c
+	if conn.settleWaking.Load() {
+		conn.flushDeferred.Store(true)
+		return
+	}
+	conn.flush()
+}
 
 // Cancelled implements queue.Consumer: the queue went away.
 func (c *consumer) Cancelled() {
@@ -404,7 +412,7 @@ func (ch *channel) basicAck(tag uint64, multiple bool) error {
 		ch.tx.acks = append(ch.tx.acks, txAck{tag: tag, multiple: multiple})
 		return nil
 	}
-	return ch.settle(tag, multiple, settleAck, false)
+	return ch.settleFromClient(tag, multiple, settleAck, false)
 }
 
 func (ch *channel) basicReject(tag uint64, multiple, requeue bool) error {
@@ -415,7 +423,17 @@ func (ch *channel) basicReject(tag uint64, multiple, requeue bool) error {
 		ch.tx.acks = append(ch.tx.acks, txAck{tag: tag, multiple: multiple, reject: true, requeue: requeue})
 		return nil
 	}
-	return ch.settle(tag, multiple, settleReject, requeue)
+	return ch.settleFromClient(tag, multiple, settleReject, requeue)
+}
+
+// settleFromClient is settle for the client's ack, nack or reject, on the
+// reader's goroutine: consumers' flushes are left to the reader meanwhile
+// (see conn.settleWaking).
+func (ch *channel) settleFromClient(tag uint64, multiple bool, kind settleKind, requeue bool) error {
+	ch.c.settleWaking.Store(true)
+	err := ch.settle(tag, multiple, kind, requeue)
+	ch.c.settleWaking.Store(false)
+	return err
 }
 
 func (ch *channel) checkTag(tag uint64, multiple bool) error {

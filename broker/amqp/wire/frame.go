@@ -116,6 +116,21 @@ func (r *Reader) SetMaxFrameSize(n uint32) { r.maxFrame = n }
 // frame already received before flushing its replies.
 func (r *Reader) Buffered() int { return r.w - r.r }
 
+// NextMethod reports the class and method ids of the next frame if it is
+// a method frame received whole (so ReadFrame returns it without reading
+// from the underlying reader); ok is false otherwise. It reads nothing.
+func (r *Reader) NextMethod() (class, method uint16, ok bool) {
+	b := r.buf[r.r:r.w]
+	if len(b) < 7 || b[0] != FrameMethod {
+		return 0, 0, false
+	}
+	size := int(binary.BigEndian.Uint32(b[3:]))
+	if size < 4 || len(b) < 7+size+1 {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint16(b[7:]), binary.BigEndian.Uint16(b[9:]), true
+}
+
 // fill makes at least n unread bytes available, compacting and growing the
 // buffer as needed. Growth follows the data actually received (doubling),
 // so a hostile size field cannot make the reader allocate ahead of input.

@@ -296,6 +296,42 @@ func TestReaderBuffered(t *testing.T) {
 	}
 }
 
+// NextMethod looks at what is buffered behind the frame just read, and
+// only at a method frame received whole.
+func TestReaderNextMethod(t *testing.T) {
+	ack := AppendMethodFrame(nil, 1, &BasicAck{DeliveryTag: 7})
+	tests := []struct {
+		name   string
+		behind []byte // after a first heartbeat frame
+		class  uint16
+		method uint16
+		ok     bool
+	}{
+		{"whole ack", ack, ClassBasic, 80, true},
+		{"ack without its frame end", ack[:len(ack)-1], 0, 0, false},
+		{"start of an ack", ack[:9], 0, 0, false},
+		{"header frame", AppendHeaderFrame(nil, 1, ClassBasic, 0, nil), 0, 0, false},
+		{"nothing", nil, 0, 0, false},
+		{"method frame too short for ids", []byte{FrameMethod, 0, 1, 0, 0, 0, 2, 0, 60, FrameEnd}, 0, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := append(AppendHeartbeat(nil), tt.behind...)
+			r := NewReader(bytes.NewReader(in), 0)
+			if _, err := r.ReadFrame(); err != nil {
+				t.Fatal(err)
+			}
+			class, method, ok := r.NextMethod()
+			if class != tt.class || method != tt.method || ok != tt.ok {
+				t.Fatalf("NextMethod() = %d, %d, %v; want %d, %d, %v", class, method, ok, tt.class, tt.method, tt.ok)
+			}
+			if r.Buffered() != len(tt.behind) {
+				t.Fatalf("NextMethod consumed input: %d buffered, want %d", r.Buffered(), len(tt.behind))
+			}
+		})
+	}
+}
+
 // loopReader serves the same bytes forever.
 type loopReader struct {
 	data []byte

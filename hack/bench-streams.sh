@@ -23,6 +23,9 @@
 #                                  (amqp091-go) or wire (warren-perf's minimal
 #                                  consumer: the broker's rate, not the client's)
 #   BENCH_PASSES=3                 reads per stream, protocol and setting
+#   BENCH_SAME_TIME_PASSES=8       chunks >= 4096 B over AMQP: pairs of reads of
+#                                  the two settings at the same time (0: none)
+#   BENCH_SAME_TIME_DURATION=1s    how long each such pair reads
 #   BENCH_LARGE_PASSES=$BENCH_PASSES  the same for chunks of 4096 B or more
 #   BENCH_DEADLINE=                HH:MM (UTC): no pass after the first starts
 #                                  after this time (partial passes are in the TSV)
@@ -72,6 +75,20 @@ LARGE_BYTES=${BENCH_LARGE_BYTES:-0}
 # less than a read's run-to-run spread on a shared machine, so telling them
 # apart within 5% takes the median of more interleaved reads.
 LARGE_PASSES=${BENCH_LARGE_PASSES:-$PASSES}
+# A read of 1-2 s on this shared machine varies by some 12% from the next
+# (the host's speed, not the broker's: its CPU time per read varies alike),
+# more than the 5% the two settings must stay within at chunks >= 4096 B.
+# So those cells are also read "at the same time": the stream is filled
+# twice, in / and in the vhost bench-twin, one vhost gets read-ahead on and
+# the other off, and two AMQP consumers read them together for
+# BENCH_SAME_TIME_DURATION; which vhost is "on" alternates between passes.
+# The host's drift then falls on both reads of a pair alike. (The two
+# consumers share the machine, so a real difference between the settings
+# shows smaller than in reads one after the other: 256 B x 4 reads 1.2-1.3x
+# faster "on" at the same time against ~1.5x in turn. The check is of
+# settings that must read alike.)
+SAME_PASSES=${BENCH_SAME_TIME_PASSES:-8}
+SAME_DURATION=${BENCH_SAME_TIME_DURATION:-1s}
 DEADLINE=${BENCH_DEADLINE:-}
 RABBIT=${BENCH_RABBITMQ:-1}
 RABBIT_MESSAGES=${BENCH_RABBITMQ_MESSAGES:-100000}
@@ -167,14 +184,15 @@ stop_rabbitmq() {
 cleanup() { stop_warren; stop_rabbitmq; }
 trap cleanup EXIT
 
-# set_read_ahead on|off: the vhost's stream-read-ahead, at runtime.
+# set_read_ahead on|off [VHOST]: the vhost's stream-read-ahead (default /),
+# at runtime.
 set_read_ahead() {
-  local v=true; [ "$1" = off ] && v=false
+  local v=true vh=${2:-%2F}; [ "$1" = off ] && v=false
   curl -sf -u guest:guest -X PUT -H 'content-type: application/json' \
-    -d "{\"storage\": {\"stream-read-ahead\": $v}}" "http://127.0.0.1:$W_HTTP/api/vhosts/%2F" >/dev/null || true
+    -d "{\"storage\": {\"stream-read-ahead\": $v}}" "http://127.0.0.1:$W_HTTP/api/vhosts/$vh" >/dev/null || true
   local got
-  got=$(curl -sf -u guest:guest "http://127.0.0.1:$W_HTTP/api/vhosts/%2F" | python3 -c 'import json,sys; print(str(json.load(sys.stdin)["storage"]["stream-read-ahead"]).lower())' || true)
-  [ "$got" = "$v" ] || { log "vhost read-ahead is ${got:-unknown}, wanted $v"; return 1; }
+  got=$(curl -sf -u guest:guest "http://127.0.0.1:$W_HTTP/api/vhosts/$vh" | python3 -c 'import json,sys; print(str(json.load(sys.stdin)["storage"]["stream-read-ahead"]).lower())' || true)
+  [ "$got" = "$v" ] || { log "vhost $vh read-ahead is ${got:-unknown}, wanted $v"; return 1; }
 }
 
 # json_field FILE FIELD
@@ -224,6 +242,52 @@ read_amqp() {
 past_deadline() {
   [ -n "$DEADLINE" ] || return 1
   [ "$(date -u +%H%M)" \> "${DEADLINE/:/}" ] || [ "$(date -u +%H%M)" = "${DEADLINE/:/}" ]
+}
+
+# same_time SIZE CHUNK NAME N: BENCH_SAME_TIME_PASSES pairs of AMQP reads of
+# NAME in / and in bench-twin at the same time, one vhost with read-ahead on
+# and the other off (alternating), recorded as protocol amqp-same-time.
+same_time() {
+  local size=$1 chunk=$2 name=$3 n=$4 pass on off pa pb ja=$OUT/.read-a.json jb=$OUT/.read-b.json
+  curl -sf -u guest:guest -X PUT -H 'content-type: application/json' -d '{}' \
+    "http://127.0.0.1:$W_HTTP/api/vhosts/bench-twin" >/dev/null &&
+  curl -sf -u guest:guest -X PUT -H 'content-type: application/json' \
+    -d '{"configure":".*","write":".*","read":".*"}' "http://127.0.0.1:$W_HTTP/api/permissions/bench-twin/guest" >/dev/null ||
+    { log "cannot create the vhost bench-twin"; return 0; }
+  fill "${W_STREAM_URI%/*}/bench-twin" "$name" "$size" "$chunk" "$n" || return 0
+  for pass in $(seq 1 "$SAME_PASSES"); do
+    if [ "$pass" -gt 1 ] && past_deadline; then break; fi
+    on=%2F off=bench-twin; [ $((pass % 2)) = 0 ] && on=bench-twin off=%2F
+    if set_read_ahead on "$on" && set_read_ahead off "$off"; then
+      rm -f "$ja" "$jb"
+      READ_TICKS=$(cpu_ticks)
+      read_amqp_for "$W_AMQP_URI${on/\%2F/}" "$name" "$ja" & pa=$!
+      read_amqp_for "$W_AMQP_URI${off/\%2F/}" "$name" "$jb" & pb=$!
+      wait "$pa" "$pb" # not the broker's pid
+    fi
+    for j in "$ja" "$jb"; do
+      [ -f "$j" ] || echo '{}' > "$j"
+      # A read that reached the end of the stream stopped early: not a pair.
+      [ "$(json_field "$j" messages)" != "$n" ] || echo '{"error": "read to the end: lower BENCH_SAME_TIME_DURATION"}' > "$j"
+    done
+    record_for warren amqp-same-time "$size" "$chunk" on "$pass" "$ja"
+    record_for warren amqp-same-time "$size" "$chunk" off "$pass" "$jb"
+  done
+  set_read_ahead on bench-twin || true
+  curl -sf -u guest:guest -X DELETE "http://127.0.0.1:$W_HTTP/api/queues/bench-twin/$name" >/dev/null || true
+}
+
+# read_amqp_for URI QUEUE JSON: an AMQP read (--client wire) for
+# BENCH_SAME_TIME_DURATION.
+read_amqp_for() {
+  "$PERF" amqp consume --uri "$1" --queue "$2" --stream-offset first --qos 200 --messages 0 \
+    --duration "$SAME_DURATION" --client wire --idle 10s --progress 0 --json "$3" >/dev/null 2>&1 || true
+}
+
+# record_for BROKER PROTOCOL SIZE CHUNK SETTING PASS JSONFILE: record for a
+# read of a set duration (any count of messages).
+record_for() {
+  record "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$(json_field "$7" messages)"
 }
 
 warren_matrix() {
@@ -280,6 +344,9 @@ warren_matrix() {
           done
         done
       done
+      if [ $((size * chunk)) -ge 4096 ] && [ "$SAME_PASSES" -gt 0 ] && [[ " $PROTOCOLS " == *" amqp "* ]]; then
+        same_time "$size" "$chunk" "$name" "$n"
+      fi
       curl -sf -u guest:guest -X DELETE "http://127.0.0.1:$W_HTTP/api/queues/%2F/$name" >/dev/null || true
     done
   done
@@ -354,6 +421,8 @@ cmd="BENCH_STREAM_MESSAGES=$MESSAGES BENCH_STREAM_CREDIT=$CREDIT BENCH_SIZES=${S
 [ "$LARGE_PASSES" != "$PASSES" ] && cmd="$cmd BENCH_LARGE_PASSES=$LARGE_PASSES"
 [ "$MIN_CHUNK_BYTES" != 0 ] && cmd="$cmd BENCH_MIN_CHUNK_BYTES=$MIN_CHUNK_BYTES"
 [ "$AMQP_CLIENT" != amqp091 ] && cmd="$cmd BENCH_AMQP_CLIENT=$AMQP_CLIENT"
+[ "$SAME_PASSES" != 8 ] && cmd="$cmd BENCH_SAME_TIME_PASSES=$SAME_PASSES"
+[ "$SAME_DURATION" != 1s ] && cmd="$cmd BENCH_SAME_TIME_DURATION=$SAME_DURATION"
 [ "$RABBIT" = 1 ] && cmd="$cmd BENCH_RABBITMQ_MESSAGES=$RABBIT_MESSAGES BENCH_RABBITMQ_SIZES=${RABBIT_SIZES// /,}"
 cmd="$cmd make bench-streams"
 args=(--results "$RESULTS" --machine "$machine" --command "$cmd" --json "$OUT/bench-streams.json"

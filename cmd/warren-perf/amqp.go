@@ -209,17 +209,18 @@ func consumeWire(ctx context.Context, f amqpFlags, qos int, args map[string]any,
 	stop := context.AfterFunc(ctx, c.conn.Abort)
 	defer stop()
 	var tag, acked uint64
+read:
 	for total <= 0 || run.n < total {
 		size, t, err := c.next()
 		if err != nil {
 			switch {
-			case ctx.Err() != nil:
+			case ctx.Err() != nil: // --duration is up
 				run.last = time.Now()
 			case errors.Is(err, errIdle):
 			default:
 				run.err = err
 			}
-			break
+			break read
 		}
 		run.n++
 		run.bytes += size
@@ -232,8 +233,11 @@ func consumeWire(ctx context.Context, f amqpFlags, qos int, args map[string]any,
 		}
 		if run.n%ackEvery == 0 {
 			if err := c.ack(tag); err != nil {
-				run.err = err
-				break
+				if ctx.Err() == nil { // else --duration is up: the socket was shut
+					run.err = err
+				}
+				run.last = time.Now()
+				break read
 			}
 			acked = tag
 		}
@@ -241,7 +245,7 @@ func consumeWire(ctx context.Context, f amqpFlags, qos int, args map[string]any,
 			prog.count.Store(run.n)
 		}
 	}
-	if tag > acked {
+	if tag > acked && ctx.Err() == nil {
 		_ = c.ack(tag)
 	}
 	return run, nil

@@ -76,6 +76,9 @@ def matrix_table(runs):
     head = ["message size (B)", "chunk (messages)", "chunk (B)",
             "stream off", "stream on", "stream on/off",
             "AMQP off", "AMQP on", "AMQP on/off"]
+    same = any(k[1] == "amqp-same-time" for k in runs)
+    if same:
+        head += ["AMQP on/off, same time"]
     if rabbit:
         head += ["RabbitMQ 3.10.8 stream", "Warren stream on / RabbitMQ"]
     out = ["| " + " | ".join(head) + " |", "| " + " | ".join("---:" for _ in head) + " |"]
@@ -89,6 +92,8 @@ def matrix_table(runs):
             pr = lambda p: pratio(paired(runs, ("warren", p, size, chunk, "off"), ("warren", p, size, chunk, "on")))
             row = [str(size), str(chunk), f"{size * chunk:,}", num(so), num(sn), pr("stream"),
                    num(ao), num(an), pr("amqp")]
+            if same:
+                row += [pr("amqp-same-time")]
             if rabbit:
                 r = g("rabbitmq", "stream", "-")
                 row += [num(r), ratio(sn, r)]
@@ -126,7 +131,14 @@ def targets(runs):
         if r:
             rows.append(("(for information) the same, AMQP, amqp091-go (the client is the limit)",
                          text, "-", "-"))
-    for proto, name in (("stream", "stream protocol"), ("amqp", "AMQP")):
+    # Over AMQP, reads one after the other vary by more than 5% on this
+    # machine; when the run has pairs read at the same time (protocol
+    # "amqp-same-time", see hack/bench-streams.sh) the target is judged on
+    # those and the others are shown for information.
+    same = any(k[1] == "amqp-same-time" for k in runs)
+    for proto, name, judged in (("stream", "stream protocol", True),
+                                ("amqp", "AMQP, reads one after the other" + (" (for information)" if same else ""), not same),
+                                ("amqp-same-time", "AMQP, the two read at the same time", True)):
         diffs, pairs = [], []
         for (b, p, size, chunk, s) in list(rate):
             if b != "warren" or p != proto or s != "off" or size * chunk < 4096:
@@ -144,7 +156,8 @@ def targets(runs):
                          f"{inside} of {len(diffs)} cells within 5%; widest {worst[3]:.3f}x "
                          f"({worst[1]} B x {worst[2]}); all {len(pairs)} pairs: median "
                          f"{statistics.median(pairs):.3f}x, {statistics.pstdev(pairs):.0%} per pair",
-                         "within 5%", "yes" if inside == len(diffs) else "no"))
+                         "within 5%" if judged else "-",
+                         ("yes" if inside == len(diffs) else "no") if judged else "-"))
     c300 = rate.get(("warren", "stream-c300", 12, 300, "on"), 0)
     if c300:
         rows.append(("one stream consumer, 12 B messages in 300-message chunks", f"{num(c300)} msg/s",
@@ -237,6 +250,11 @@ def main():
              "The on/off ratios are the median of the passes' ratios (each pass reads with one "
              "setting right after the other), not the ratio of the medians.", "",
              matrix_table(runs)]
+    if any(k[1] == "amqp-same-time" for k in runs):
+        parts[-1:-1] = ["\"Same time\": the stream filled twice, in two vhosts, one with read-ahead on "
+                        "and the other off (alternating between pairs), read by two AMQP consumers "
+                        "(warren-perf --client wire) at the same time, so the shared machine's drift "
+                        "falls on both reads of a pair; median of the pairs' ratios.", ""]
     t = targets_table(runs)
     if t:
         parts += ["", "Targets of issue 3:", "", t]

@@ -1,11 +1,16 @@
 package server_test
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -13,6 +18,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/broker/brokertest"
+	"github.com/warrenmq/warren/broker/server"
 )
 
 // TestSIGTERMStopsGracefully checks a SIGTERM'd broker closes clients with
@@ -164,4 +170,40 @@ func TestShutdownFinishesAVhostDeletion(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("after shutdown the deleted vhost's directory is still there (stat: %v)", err)
 	}
+}
+
+// A clean stop logs no errors: the listeners it closes are not failures.
+func TestShutdownLogsNoErrors(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
+	ctx := context.Background()
+	b, err := server.New(ctx, brokertest.Config(t.TempDir()), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "level=ERROR") {
+			t.Errorf("logged on a clean stop: %s", line)
+		}
+	}
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -69,7 +69,9 @@ func (b *Broker) Start(ctx context.Context) error {
 				defer c()
 				_ = srv.Shutdown(sctx)
 			}()
-			if err := srv.Serve(hln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			err := srv.Serve(hln)
+			// Shutdown closes the listener itself: not a failure.
+			if err != nil && !errors.Is(err, http.ErrServerClosed) && !(ctx.Err() != nil && errors.Is(err, net.ErrClosed)) {
 				return err
 			}
 			return nil

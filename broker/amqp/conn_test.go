@@ -34,14 +34,7 @@ func rawHandshake(t *testing.T, addr string) (net.Conn, *wire.Reader) {
 	}
 	expect := func(want string) {
 		t.Helper()
-		f, err := r.ReadFrame()
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", want, err)
-		}
-		m, err := wire.DecodeMethod(f.Payload)
-		if err != nil || m.Name() != want {
-			t.Fatalf("got %v (%v), want %s", m, err, want)
-		}
+		expectMethod(t, r, want)
 	}
 	send := func(m wire.Method) {
 		if _, err := nc.Write(wire.AppendMethodFrame(nil, 0, m)); err != nil {

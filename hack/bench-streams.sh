@@ -98,8 +98,8 @@ SAME_DURATION=${BENCH_SAME_TIME_DURATION:-1s}
 # A consumer of a pair that reaches the end of its stream stops early, and
 # one AMQP consumer reads 1-2 million messages a second here: before the
 # pairs, the stream is doubled until one consumer alone (faster than either
-# of a pair) reading for BENCH_SAME_TIME_DURATION stops short of its end,
-# up to BENCH_SAME_TIME_MAX_BYTES of messages.
+# of a pair) reading for BENCH_SAME_TIME_DURATION gets through less than
+# two thirds of it, up to BENCH_SAME_TIME_MAX_BYTES of messages.
 SAME_MAX_BYTES=${BENCH_SAME_TIME_MAX_BYTES:-4294967296}
 DEADLINE=${BENCH_DEADLINE:-}
 RABBIT=${BENCH_RABBITMQ:-1}
@@ -266,13 +266,15 @@ same_time() {
   curl -sf -u guest:guest -X PUT -H 'content-type: application/json' \
     -d '{"configure":".*","write":".*","read":".*"}' "http://127.0.0.1:$W_HTTP/api/permissions/bench-twin/guest" >/dev/null ||
     { log "cannot create the vhost bench-twin"; return 0; }
-  local add
+  local add got
   while set_read_ahead on; do
     rm -f "$ja"
     read_amqp_for "$W_AMQP_URI" "$name" "$ja"
-    [ -f "$ja" ] && [ "$(json_field "$ja" messages)" = "$n" ] || break
+    got=$(json_field "$ja" messages 2>/dev/null || true)
+    # A margin: a pair's reads vary, and one may run faster than this one.
+    [ -n "$got" ] && [ $((3 * got)) -ge $((2 * n)) ] || break
     if [ $((2 * n * size)) -gt "$SAME_MAX_BYTES" ]; then
-      log "$name: read to its end in $SAME_DURATION, and doubling it would pass BENCH_SAME_TIME_MAX_BYTES"
+      log "$name: read mostly in $SAME_DURATION, and doubling it would pass BENCH_SAME_TIME_MAX_BYTES"
       break
     fi
     add=$(( (n + chunk - 1) / chunk * chunk ))

@@ -23,8 +23,10 @@
 #                                  (amqp091-go) or wire (warren-perf's minimal
 #                                  consumer: the broker's rate, not the client's)
 #   BENCH_PASSES=3                 reads per stream, protocol and setting
-#   BENCH_SAME_TIME_PASSES=24      chunks >= 4096 B over AMQP: pairs of reads of
-#                                  the two settings at the same time (0: none)
+#   BENCH_SAME_TIME_PASSES=24      chunks >= 4096 B: pairs of reads of the two
+#                                  settings at the same time (0: none)
+#   BENCH_SAME_TIME_PROTOCOLS=amqp  protocols read so (of BENCH_PROTOCOLS);
+#                                  stream,amqp with BENCH_LARGE_BYTES (below)
 #   BENCH_SAME_TIME_DURATION=1s    how long each such pair reads
 #   BENCH_SAME_TIME_MAX_BYTES=4294967296  message bytes up to which those
 #                                  streams are lengthened for such reads
@@ -82,8 +84,9 @@ LARGE_PASSES=${BENCH_LARGE_PASSES:-$PASSES}
 # more than the 5% the two settings must stay within at chunks >= 4096 B.
 # So those cells are also read "at the same time": the stream is filled
 # twice, in / and in the vhost bench-twin, one vhost gets read-ahead on and
-# the other off, and two AMQP consumers read them together for
-# BENCH_SAME_TIME_DURATION; which vhost is "on" alternates between passes.
+# the other off, and two consumers (stream protocol, or AMQP --client wire)
+# read them together for BENCH_SAME_TIME_DURATION; which vhost is "on"
+# alternates between passes.
 # The host's drift then falls on both reads of a pair alike. (The two
 # consumers share the machine, so a real difference between the settings
 # shows smaller than in reads one after the other: 256 B x 4 reads 1.2-1.3x
@@ -101,6 +104,14 @@ SAME_DURATION=${BENCH_SAME_TIME_DURATION:-1s}
 # of a pair) reading for BENCH_SAME_TIME_DURATION gets through less than
 # two thirds of it, up to BENCH_SAME_TIME_MAX_BYTES of messages.
 SAME_MAX_BYTES=${BENCH_SAME_TIME_MAX_BYTES:-4294967296}
+# The stream protocol reads these cells at 1.5-3 GB/s, so its pairs need
+# streams of gigabytes, which take minutes per cell to fill with exact
+# chunks; by default only AMQP is read in pairs (BENCH_LARGE_BYTES gives
+# the streams most of that length already).
+SAME_PROTOCOLS=""
+for p in stream amqp; do
+  [[ ",${BENCH_SAME_TIME_PROTOCOLS:-amqp}," == *",$p,"* ]] && [[ " $PROTOCOLS " == *" $p "* ]] && SAME_PROTOCOLS="$SAME_PROTOCOLS $p"
+done
 DEADLINE=${BENCH_DEADLINE:-}
 RABBIT=${BENCH_RABBITMQ:-1}
 RABBIT_MESSAGES=${BENCH_RABBITMQ_MESSAGES:-100000}
@@ -256,20 +267,25 @@ past_deadline() {
   [ "$(date -u +%H%M)" \> "${DEADLINE/:/}" ] || [ "$(date -u +%H%M)" = "${DEADLINE/:/}" ]
 }
 
-# same_time SIZE CHUNK NAME N: BENCH_SAME_TIME_PASSES pairs of AMQP reads of
-# NAME in / and in bench-twin at the same time, one vhost with read-ahead on
-# and the other off (alternating), recorded as protocol amqp-same-time.
+# same_time SIZE CHUNK NAME N PROTOCOL...: for each protocol (stream, amqp),
+# BENCH_SAME_TIME_PASSES pairs of reads of NAME in / and in bench-twin at
+# the same time, one vhost with read-ahead on and the other off
+# (alternating), recorded as protocol stream-same-time or amqp-same-time.
 same_time() {
   local size=$1 chunk=$2 name=$3 n=$4 pass on off pa pb ja=$OUT/.read-a.json jb=$OUT/.read-b.json
+  shift 4
+  local protos=("$@") proto
   curl -sf -u guest:guest -X PUT -H 'content-type: application/json' -d '{}' \
     "http://127.0.0.1:$W_HTTP/api/vhosts/bench-twin" >/dev/null &&
   curl -sf -u guest:guest -X PUT -H 'content-type: application/json' \
     -d '{"configure":".*","write":".*","read":".*"}' "http://127.0.0.1:$W_HTTP/api/permissions/bench-twin/guest" >/dev/null ||
     { log "cannot create the vhost bench-twin"; return 0; }
+  # Lengthen the stream for the fastest of the protocols (the first: the
+  # stream protocol when it is read).
   local add got
   while set_read_ahead on; do
     rm -f "$ja"
-    read_amqp_for "$W_AMQP_URI" "$name" "$ja"
+    read_for "${protos[0]}" %2F "$name" "$ja"
     got=$(json_field "$ja" messages 2>/dev/null || true)
     # A margin: a pair's reads vary, and one may run faster than this one.
     [ -n "$got" ] && [ $((3 * got)) -ge $((2 * n)) ] || break
@@ -282,33 +298,41 @@ same_time() {
     n=$((n + add))
   done
   fill "${W_STREAM_URI%/*}/bench-twin" "$name" "$size" "$chunk" "$n" || return 0
-  for pass in $(seq 1 "$SAME_PASSES"); do
-    if [ "$pass" -gt 1 ] && past_deadline; then break; fi
-    on=%2F off=bench-twin; [ $((pass % 2)) = 0 ] && on=bench-twin off=%2F
-    if set_read_ahead on "$on" && set_read_ahead off "$off"; then
-      rm -f "$ja" "$jb"
-      READ_TICKS=$(cpu_ticks)
-      read_amqp_for "$W_AMQP_URI${on/\%2F/}" "$name" "$ja" & pa=$!
-      read_amqp_for "$W_AMQP_URI${off/\%2F/}" "$name" "$jb" & pb=$!
-      wait "$pa" "$pb" # not the broker's pid
-    fi
-    for j in "$ja" "$jb"; do
-      [ -f "$j" ] || echo '{}' > "$j"
-      # A read that reached the end of the stream stopped early: not a pair.
-      [ "$(json_field "$j" messages)" != "$n" ] || echo '{"error": "read to the end: lower BENCH_SAME_TIME_DURATION"}' > "$j"
+  for proto in "${protos[@]}"; do
+    for pass in $(seq 1 "$SAME_PASSES"); do
+      if [ "$pass" -gt 1 ] && past_deadline; then break; fi
+      on=%2F off=bench-twin; [ $((pass % 2)) = 0 ] && on=bench-twin off=%2F
+      if set_read_ahead on "$on" && set_read_ahead off "$off"; then
+        rm -f "$ja" "$jb"
+        READ_TICKS=$(cpu_ticks)
+        read_for "$proto" "$on" "$name" "$ja" & pa=$!
+        read_for "$proto" "$off" "$name" "$jb" & pb=$!
+        wait "$pa" "$pb" # not the broker's pid
+      fi
+      for j in "$ja" "$jb"; do
+        [ -f "$j" ] || echo '{}' > "$j"
+        # A read that reached the end of the stream stopped early: not a pair.
+        [ "$(json_field "$j" messages)" != "$n" ] || echo '{"error": "read to the end: lower BENCH_SAME_TIME_DURATION"}' > "$j"
+      done
+      record_for warren "$proto-same-time" "$size" "$chunk" on "$pass" "$ja"
+      record_for warren "$proto-same-time" "$size" "$chunk" off "$pass" "$jb"
     done
-    record_for warren amqp-same-time "$size" "$chunk" on "$pass" "$ja"
-    record_for warren amqp-same-time "$size" "$chunk" off "$pass" "$jb"
   done
   set_read_ahead on bench-twin || true
   curl -sf -u guest:guest -X DELETE "http://127.0.0.1:$W_HTTP/api/queues/bench-twin/$name" >/dev/null || true
 }
 
-# read_amqp_for URI QUEUE JSON: an AMQP read (--client wire) for
-# BENCH_SAME_TIME_DURATION.
-read_amqp_for() {
-  "$PERF" amqp consume --uri "$1" --queue "$2" --stream-offset first --qos 200 --messages 0 \
-    --duration "$SAME_DURATION" --client wire --idle 10s --progress 0 --json "$3" >/dev/null 2>&1 || true
+# read_for PROTOCOL VHOST STREAM JSON: a read from the first offset for
+# BENCH_SAME_TIME_DURATION (or to the end), over the stream protocol or
+# AMQP (--client wire); VHOST is %2F or bench-twin.
+read_for() {
+  if [ "$1" = stream ]; then
+    "$PERF" stream consume --uri "${W_STREAM_URI%/*}/$2" --stream "$3" --offset first --messages 0 \
+      --duration "$SAME_DURATION" --credit "$CREDIT" --progress 0 --json "$4" >/dev/null 2>&1 || true
+  else
+    "$PERF" amqp consume --uri "$W_AMQP_URI${2/\%2F/}" --queue "$3" --stream-offset first --qos 200 --messages 0 \
+      --duration "$SAME_DURATION" --client wire --idle 10s --progress 0 --json "$4" >/dev/null 2>&1 || true
+  fi
 }
 
 # record_for BROKER PROTOCOL SIZE CHUNK SETTING PASS JSONFILE: record for a
@@ -371,8 +395,9 @@ warren_matrix() {
           done
         done
       done
-      if [ $((size * chunk)) -ge 4096 ] && [ "$SAME_PASSES" -gt 0 ] && [[ " $PROTOCOLS " == *" amqp "* ]]; then
-        same_time "$size" "$chunk" "$name" "$n"
+      if [ $((size * chunk)) -ge 4096 ] && [ "$SAME_PASSES" -gt 0 ] && [ -n "$SAME_PROTOCOLS" ]; then
+        # shellcheck disable=SC2086 # a list
+        same_time "$size" "$chunk" "$name" "$n" $SAME_PROTOCOLS
       fi
       curl -sf -u guest:guest -X DELETE "http://127.0.0.1:$W_HTTP/api/queues/%2F/$name" >/dev/null || true
     done
@@ -451,6 +476,7 @@ cmd="BENCH_STREAM_MESSAGES=$MESSAGES BENCH_STREAM_CREDIT=$CREDIT BENCH_SIZES=${S
 [ "$SAME_PASSES" != 24 ] && cmd="$cmd BENCH_SAME_TIME_PASSES=$SAME_PASSES"
 [ "$SAME_DURATION" != 1s ] && cmd="$cmd BENCH_SAME_TIME_DURATION=$SAME_DURATION"
 [ "$SAME_MAX_BYTES" != 4294967296 ] && cmd="$cmd BENCH_SAME_TIME_MAX_BYTES=$SAME_MAX_BYTES"
+[ "${BENCH_SAME_TIME_PROTOCOLS:-amqp}" != amqp ] && cmd="$cmd BENCH_SAME_TIME_PROTOCOLS=$BENCH_SAME_TIME_PROTOCOLS"
 [ "$RABBIT" = 1 ] && cmd="$cmd BENCH_RABBITMQ_MESSAGES=$RABBIT_MESSAGES BENCH_RABBITMQ_SIZES=${RABBIT_SIZES// /,}"
 cmd="$cmd make bench-streams"
 args=(--results "$RESULTS" --machine "$machine" --command "$cmd" --json "$OUT/bench-streams.json"

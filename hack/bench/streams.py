@@ -77,6 +77,9 @@ def matrix_table(runs):
             "stream off", "stream on", "stream on/off",
             "AMQP off", "AMQP on", "AMQP on/off"]
     same = any(k[1] == "amqp-same-time" for k in runs)
+    same_stream = any(k[1] == "stream-same-time" for k in runs)
+    if same_stream:
+        head += ["stream on/off, same time"]
     if same:
         head += ["AMQP on/off, same time"]
     if rabbit:
@@ -92,6 +95,8 @@ def matrix_table(runs):
             pr = lambda p: pratio(paired(runs, ("warren", p, size, chunk, "off"), ("warren", p, size, chunk, "on")))
             row = [str(size), str(chunk), f"{size * chunk:,}", num(so), num(sn), pr("stream"),
                    num(ao), num(an), pr("amqp")]
+            if same_stream:
+                row += [pr("stream-same-time")]
             if same:
                 row += [pr("amqp-same-time")]
             if rabbit:
@@ -136,8 +141,11 @@ def targets(runs):
     # "amqp-same-time", see hack/bench-streams.sh) the target is judged on
     # those and the others are shown for information.
     same = any(k[1] == "amqp-same-time" for k in runs)
-    for proto, name, judged in (("stream", "stream protocol", True),
-                                ("amqp", "AMQP, reads one after the other" + (" (for information)" if same else ""), not same),
+    same_stream = any(k[1] == "stream-same-time" for k in runs)
+    info = " (for information)"
+    for proto, name, judged in (("stream", "stream protocol, reads one after the other" + (info if same_stream else ""), not same_stream),
+                                ("stream-same-time", "stream protocol, the two read at the same time", True),
+                                ("amqp", "AMQP, reads one after the other" + (info if same else ""), not same),
                                 ("amqp-same-time", "AMQP, the two read at the same time", True)):
         diffs, pairs = [], []
         for (b, p, size, chunk, s) in list(rate):
@@ -250,11 +258,11 @@ def main():
              "The on/off ratios are the median of the passes' ratios (each pass reads with one "
              "setting right after the other), not the ratio of the medians.", "",
              matrix_table(runs)]
-    if any(k[1] == "amqp-same-time" for k in runs):
+    if any(k[1] in ("amqp-same-time", "stream-same-time") for k in runs):
         parts[-1:-1] = ["\"Same time\": the stream filled twice, in two vhosts, one with read-ahead on "
-                        "and the other off (alternating between pairs), read by two AMQP consumers "
-                        "(warren-perf --client wire) at the same time, so the shared machine's drift "
-                        "falls on both reads of a pair; median of the pairs' ratios.", ""]
+                        "and the other off (alternating between pairs), read by two consumers (stream "
+                        "protocol, or AMQP with warren-perf --client wire) at the same time, so the "
+                        "shared machine's drift falls on both reads of a pair; median of the pairs' ratios.", ""]
     t = targets_table(runs)
     if t:
         parts += ["", "Targets of issue 3:", "", t]

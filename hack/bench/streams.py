@@ -55,6 +55,11 @@ def paired(runs, off_key, on_key):
     return statistics.median(rs) if rs else 0.0
 
 
+def has(runs, proto):
+    """Whether the run read over proto (e.g. "amqp-same-time")."""
+    return any(k[1] == proto for k in runs)
+
+
 def pratio(r):
     return f"{r:.2f}x" if r else "-"
 
@@ -76,8 +81,7 @@ def matrix_table(runs):
     head = ["message size (B)", "chunk (messages)", "chunk (B)",
             "stream off", "stream on", "stream on/off",
             "AMQP off", "AMQP on", "AMQP on/off"]
-    same = any(k[1] == "amqp-same-time" for k in runs)
-    same_stream = any(k[1] == "stream-same-time" for k in runs)
+    same, same_stream = has(runs, "amqp-same-time"), has(runs, "stream-same-time")
     if same_stream:
         head += ["stream on/off, same time"]
     if same:
@@ -136,12 +140,12 @@ def targets(runs):
         if r:
             rows.append(("(for information) the same, AMQP, amqp091-go (the client is the limit)",
                          text, "-", "-"))
-    # Over AMQP, reads one after the other vary by more than 5% on this
-    # machine; when the run has pairs read at the same time (protocol
-    # "amqp-same-time", see hack/bench-streams.sh) the target is judged on
-    # those and the others are shown for information.
-    same = any(k[1] == "amqp-same-time" for k in runs)
-    same_stream = any(k[1] == "stream-same-time" for k in runs)
+    # Reads one after the other vary by more than 5% on this machine; when
+    # the run has pairs of a protocol read at the same time (protocols
+    # "stream-same-time", "amqp-same-time", see hack/bench-streams.sh) its
+    # target is judged on those and its reads in turn are shown for
+    # information.
+    same, same_stream = has(runs, "amqp-same-time"), has(runs, "stream-same-time")
     info = " (for information)"
     for proto, name, judged in (("stream", "stream protocol, reads one after the other" + (info if same_stream else ""), not same_stream),
                                 ("stream-same-time", "stream protocol, the two read at the same time", True),
@@ -192,7 +196,7 @@ def chart(runs, path):
     import matplotlib.pyplot as plt
 
     sizes, chunks, rate = cells(runs)
-    protos = [p for p in ("stream", "amqp") if any(k[1] == p for k in runs)]
+    protos = [p for p in ("stream", "amqp") if has(runs, p)]
     fig, axes = plt.subplots(1, len(protos), figsize=(6.5 * len(protos), 5), squeeze=False, sharey=True)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, proto in zip(axes[0], protos):
@@ -258,7 +262,7 @@ def main():
              "The on/off ratios are the median of the passes' ratios (each pass reads with one "
              "setting right after the other), not the ratio of the medians.", "",
              matrix_table(runs)]
-    if any(k[1] in ("amqp-same-time", "stream-same-time") for k in runs):
+    if has(runs, "amqp-same-time") or has(runs, "stream-same-time"):
         parts[-1:-1] = ["\"Same time\": the stream filled twice, in two vhosts, one with read-ahead on "
                         "and the other off (alternating between pairs), read by two consumers (stream "
                         "protocol, or AMQP with warren-perf --client wire) at the same time, so the "

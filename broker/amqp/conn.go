@@ -10,11 +10,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/warrenmq/warren/broker/amqp/wire"
 	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/sockio"
 	"github.com/warrenmq/warren/broker/vhost"
 )
 
@@ -51,8 +51,9 @@ type conn struct {
 	// writing is set (under outMu) while the writer goroutine writes
 	// outside the lock; flushInline leaves the socket to it meanwhile.
 	writing bool
-	// raw does non-blocking writes for flushInline (nil: TLS or not TCP).
-	raw       syscall.RawConn
+	// sock reads the socket and does flushInline's non-blocking writes
+	// (nil: TLS or not TCP).
+	sock      *sockio.Socket
 	outSignal chan struct{}
 	done      chan struct{}
 	// stopWriting asks the writer to flush what is buffered and exit;
@@ -73,6 +74,12 @@ type conn struct {
 	// the deliveries for acks read together go out in one write.
 	settleWaking  atomic.Bool
 	flushDeferred atomic.Bool
+
+	// wantAcks is set when a consumer is refused a delivery for lack of
+	// credit, and cleared when the reader reads an ack, nack or reject (or
+	// spun for one in vain): while it is set the reader busy-polls the
+	// socket before it sleeps (Config.BusyPoll).
+	wantAcks atomic.Bool
 
 	wroteInline atomic.Bool // flushInline wrote since the writer's last heartbeat check
 	closeSent   atomic.Bool // we sent connection.close and wait for close-ok
@@ -96,10 +103,14 @@ func newConn(s *Server, id uint64, nc net.Conn) *conn {
 		stopWriting: make(chan struct{}),
 		writerDone:  make(chan struct{}),
 	}
-	if sc, ok := nc.(syscall.Conn); ok {
-		if raw, err := sc.SyscallConn(); err == nil {
-			c.raw = raw
-		}
+	if sock, err := sockio.New(nc, sockio.BusyPoll{
+		For:      s.cfg.BusyPoll,
+		Spinners: s.spinners,
+		Want:     c.wantAcks.Load,
+		TimedOut: func() { c.wantAcks.Store(false) },
+	}); err == nil {
+		c.sock = sock
+		c.r = wire.NewReader(sock, 64<<10)
 	}
 	c.acks.init()
 	c.state.Store("starting")
@@ -122,25 +133,12 @@ const inlineWriteMax = 32 << 10
 func (c *conn) flushInline() (rest bool) {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
-	if c.raw == nil || c.writing || len(c.out) == 0 || len(c.out) > inlineWriteMax || len(c.waiters) > 0 {
+	if c.sock == nil || c.writing || len(c.out) == 0 || len(c.out) > inlineWriteMax || len(c.waiters) > 0 {
 		return len(c.out) > 0
 	}
-	n := 0
-	_ = c.raw.Write(func(fd uintptr) bool {
-		for n < len(c.out) {
-			m, err := syscall.Write(int(fd), c.out[n:])
-			if m > 0 {
-				n += m
-			}
-			if err == syscall.EINTR {
-				continue
-			}
-			if err != nil || m <= 0 {
-				break // EAGAIN (socket full) or an error: the writer goroutine sees to it
-			}
-		}
-		return true // never wait for the socket here
-	})
+	// A full socket or an error leaves the rest to the writer goroutine,
+	// which blocks on the socket or sees the error.
+	n, _ := c.sock.WriteNow(c.out)
 	if n == 0 {
 		return true
 	}

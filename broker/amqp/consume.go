@@ -112,12 +112,9 @@ func (c *consumer) wake() {
 // anyway, not atomics: this runs once per delivery.
 func (c *consumer) takeCredit() bool {
 	ch := c.ch
-	if c.prefetch > 0 && c.unacked >= c.prefetch {
+	if c.prefetch > 0 && c.unacked >= c.prefetch || ch.unackedCount >= ch.globalPrefetch.Load() && ch.globalPrefetch.Load() > 0 {
 		c.starved.Store(true)
-		return false
-	}
-	if g := ch.globalPrefetch.Load(); g > 0 && ch.unackedCount >= g {
-		c.starved.Store(true)
+		ch.c.wantAcks.Store(true)
 		return false
 	}
 	c.unacked++
@@ -430,6 +427,9 @@ func (ch *channel) basicReject(tag uint64, multiple, requeue bool) error {
 // reader's goroutine: consumers' flushes are left to the reader meanwhile
 // (see conn.settleWaking).
 func (ch *channel) settleFromClient(tag uint64, multiple bool, kind settleKind, requeue bool) error {
+	// The ack came: a consumer starved again by the deliveries it allows
+	// sets wantAcks anew.
+	ch.c.wantAcks.Store(false)
 	ch.c.settleWaking.Store(true)
 	err := ch.settle(tag, multiple, kind, requeue)
 	ch.c.settleWaking.Store(false)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/netaccept"
+	"github.com/warrenmq/warren/broker/sockio"
 	"github.com/warrenmq/warren/broker/vhost"
 )
 
@@ -22,7 +23,10 @@ type Config struct {
 	ChannelMax       uint16
 	Heartbeat        time.Duration
 	HandshakeTimeout time.Duration
-	MaxMessageSize   int64
+	// BusyPoll is how long a reader spins for an ack a starved consumer
+	// waits for (see sockio.BusyPoll); 0 never spins.
+	BusyPoll       time.Duration
+	MaxMessageSize int64
 	// Product and Version are reported in connection.start's server-properties.
 	Product, Version string
 }
@@ -46,9 +50,10 @@ type Counters struct {
 
 // Server accepts AMQP connections.
 type Server struct {
-	cfg     Config
-	backend Backend
-	log     *slog.Logger
+	cfg      Config
+	backend  Backend
+	log      *slog.Logger
+	spinners *sockio.Spinners // shared by the connections' busy-polls
 
 	Counters Counters
 
@@ -85,7 +90,7 @@ func NewServer(cfg Config, b Backend, log *slog.Logger) *Server {
 	}
 	unblocked := make(chan struct{})
 	close(unblocked)
-	return &Server{cfg: cfg, backend: b, log: log, conns: map[uint64]*conn{}, unblocked: unblocked}
+	return &Server{cfg: cfg, backend: b, log: log, conns: map[uint64]*conn{}, unblocked: unblocked, spinners: sockio.NewSpinners(0)}
 }
 
 // Serve accepts connections on ln until ctx is done or Shutdown is called.

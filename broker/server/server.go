@@ -98,6 +98,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		ChannelMax:       cfg.AMQP.ChannelMax,
 		Heartbeat:        cfg.AMQP.Heartbeat,
 		HandshakeTimeout: cfg.AMQP.HandshakeTimeout,
+		BusyPoll:         cfg.AMQP.BusyPoll,
 		MaxMessageSize:   cfg.Limits.MaxMessageSize,
 		Product:          "Warren",
 		Version:          Version,

@@ -113,7 +113,7 @@ func TestAMQPConsumeWireClient(t *testing.T) {
 		if fill.Messages != 1000000 || fill.Error != "" {
 			t.Fatalf("fill: %+v", fill)
 		}
-		r := run(t, "amqp", "consume", "--uri", n.URL(), "--client", "wire", "--queue", "long", "--stream-offset", "first", "--duration", "250ms")
+		r := run(t, "amqp", "consume", "--uri", n.URL(), "--client", "wire", "--queue", "long", "--stream-offset", "first", "--duration", "50ms")
 		if r.Messages <= 0 || r.Messages >= 1000000 || r.Error != "" {
 			t.Fatalf("got %d messages, error %q; want some of the 1,000,000 and no error", r.Messages, r.Error)
 		}

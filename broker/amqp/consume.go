@@ -75,6 +75,14 @@ func (c *consumer) Deliver(d queue.Delivery) bool {
 	return c.ch.deliver(c.tag, c, &d)
 }
 
+// DeliverEach implements queue.BatchConsumer.
+func (c *consumer) DeliverEach(next func() *queue.Delivery) bool {
+	if c.gone.Load() || !c.ch.flowActive.Load() || !c.ready.Load() {
+		return true
+	}
+	return c.ch.deliverEach(c, next)
+}
+
 // Flush implements queue.Consumer: the queue's batch of deliveries goes
 // to the socket now, from the queue's goroutine if the socket takes it
 // without blocking, else from the writer goroutine.
@@ -226,9 +234,7 @@ func (l *unackedList) compact() {
 // over its high-water mark (the consumer is woken once it drained) and
 // when it has no credit left (see takeCredit).
 func (ch *channel) deliver(ctag string, cons *consumer, d *queue.Delivery) bool {
-	msg := d.Msg
 	noAck := cons != nil && cons.noAck
-	fm := ch.c.frameMax
 	ch.mu.Lock()
 	ch.c.outMu.Lock()
 	if cons != nil && (ch.c.outputFullLocked(cons.wakeFn) || !noAck && !cons.takeCredit()) {
@@ -236,6 +242,69 @@ func (ch *channel) deliver(ctag string, cons *consumer, d *queue.Delivery) bool 
 		ch.mu.Unlock()
 		return false
 	}
+	ch.appendDeliveryLocked(ctag, cons, d, noAck)
+	ch.c.outMu.Unlock()
+	ch.mu.Unlock()
+	if cons == nil {
+		ch.c.signal() // basic.get-ok: the reader may be about to wait on a queue
+	}
+	ch.c.srv.Counters.Delivered.Add(1)
+	if d.Redelivered {
+		ch.c.srv.Counters.Redelivered.Add(1)
+	}
+	return true
+}
+
+// deliverEachMax bounds a run of deliverEach under one hold of the locks,
+// so the writer and the connection's other channels wait for a run of
+// this many messages at most.
+const deliverEachMax = 128
+
+// deliverEach is deliver for the deliveries next makes, with the locks
+// taken once per run (see queue.BatchConsumer). It reports whether it
+// stopped because the consumer's credit or the connection's output ran
+// out.
+func (ch *channel) deliverEach(cons *consumer, next func() *queue.Delivery) (refused bool) {
+	var n, redelivered uint64
+	for done := false; !done && !refused; {
+		ch.mu.Lock()
+		ch.c.outMu.Lock()
+		for i := 0; i < deliverEachMax; i++ {
+			if ch.c.outputFullLocked(cons.wakeFn) || !cons.noAck && !cons.takeCredit() {
+				refused = true
+				break
+			}
+			d := next()
+			if d == nil {
+				if !cons.noAck {
+					cons.unacked-- // the credit taken for it goes back
+					ch.unackedCount--
+				}
+				done = true
+				break
+			}
+			ch.appendDeliveryLocked(cons.tag, cons, d, cons.noAck)
+			n++
+			if d.Redelivered {
+				redelivered++
+			}
+		}
+		ch.c.outMu.Unlock()
+		ch.mu.Unlock()
+	}
+	ch.c.srv.Counters.Delivered.Add(n)
+	if redelivered > 0 {
+		ch.c.srv.Counters.Redelivered.Add(redelivered)
+	}
+	return refused
+}
+
+// appendDeliveryLocked assigns d the next delivery tag, records it as
+// unacked (unless noAck) and appends its basic.deliver (a consumer's) or
+// basic.get-ok (cons == nil) and content frames to the output. ch.mu and
+// ch.c.outMu are held; the credit is taken.
+func (ch *channel) appendDeliveryLocked(ctag string, cons *consumer, d *queue.Delivery, noAck bool) {
+	msg := d.Msg
 	ch.nextTag++
 	tag := ch.nextTag
 	if !noAck {
@@ -253,17 +322,7 @@ func (ch *channel) deliver(ctag string, cons *consumer, d *queue.Delivery) bool 
 		b = wire.AppendMethodFrame(b, ch.id, &ch.getOkM)
 	}
 	b = wire.AppendHeaderFrame(b, ch.id, wire.ClassBasic, uint64(len(msg.Body)), msg.Props)
-	ch.c.out = wire.AppendBodyFrames(b, ch.id, msg.Body, fm)
-	ch.c.outMu.Unlock()
-	ch.mu.Unlock()
-	if cons == nil {
-		ch.c.signal() // basic.get-ok: the reader may be about to wait on a queue
-	}
-	ch.c.srv.Counters.Delivered.Add(1)
-	if d.Redelivered {
-		ch.c.srv.Counters.Redelivered.Add(1)
-	}
-	return true
+	ch.c.out = wire.AppendBodyFrames(b, ch.id, msg.Body, ch.c.frameMax)
 }
 
 func (ch *channel) basicQos(m *wire.BasicQos) error {

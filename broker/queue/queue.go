@@ -68,6 +68,22 @@ type Consumer interface {
 	Flush()
 }
 
+// BatchConsumer is a Consumer that takes a run of deliveries at once: a
+// queue that makes deliveries one after another without waiting (a
+// stream reading its log) hands them over with one call, and the
+// consumer takes its locks once per run instead of once per message.
+type BatchConsumer interface {
+	Consumer
+	// DeliverEach takes deliveries from next while it has credit and
+	// room, and stops when next returns nil. It calls next only when it
+	// will take what next returns, so nothing is refused once made; the
+	// *Delivery is the consumer's only during the call. It reports
+	// whether it stopped for lack of credit or room (the queue then waits
+	// for Wake, as after Deliver returned false). next must not call back
+	// into the consumer.
+	DeliverEach(next func() *Delivery) (refused bool)
+}
+
 // ConsumeOptions are basic.consume's options as a queue sees them.
 type ConsumeOptions struct {
 	Exclusive bool

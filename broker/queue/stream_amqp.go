@@ -152,6 +152,8 @@ func (s *Stream) Consume(ctx context.Context, c Consumer, opts ConsumeOptions) e
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	sc := &streamConsumer{s: s, c: c, cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{}), start: start, r: r}
+	sc.bc, _ = c.(BatchConsumer)
+	sc.next = sc.nextDelivery
 	s.mu.Lock()
 	gone := s.gone
 	s.mu.Unlock()

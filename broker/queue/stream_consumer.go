@@ -21,6 +21,7 @@ import (
 type streamConsumer struct {
 	s      *Stream
 	c      Consumer
+	bc     BatchConsumer // c, if it takes runs of deliveries; else nil
 	cancel context.CancelFunc
 	wake   chan struct{}
 	done   chan struct{}
@@ -36,6 +37,12 @@ type streamConsumer struct {
 	msg     message.Message
 	pending bool // msg is converted but was refused by Deliver
 	off     uint64
+	d       Delivery // what bc.DeliverEach gets from next
+	next    func() *Delivery
+	stop    struct {
+		atTail bool
+		err    error
+	} // why next returned nil
 }
 
 // run delivers the log's messages to the consumer, waiting for credit
@@ -88,18 +95,53 @@ func (sc *streamConsumer) closeLocked() {
 // consumer refuses a message (no credit, output full) or the reader would
 // block (atTail). sc.mu is held.
 func (sc *streamConsumer) deliverReady() (atTail bool, err error) {
-	for {
-		if sc.pending {
-			// The consumer copies the message into its connection's output
-			// during Deliver: msg, its properties and body are reused.
-			if !sc.c.Deliver(Delivery{Msg: &sc.msg, Queue: sc.s, Seq: sc.off}) {
-				return false, nil
-			}
-			sc.pending = false
+	if sc.pending {
+		// The consumer copies the message into its connection's output
+		// during Deliver: msg, its properties and body are reused.
+		if !sc.c.Deliver(Delivery{Msg: &sc.msg, Queue: sc.s, Seq: sc.off}) {
+			return false, nil
 		}
+		sc.pending = false
+	}
+	if sc.bc != nil {
+		sc.stop.atTail, sc.stop.err = false, nil
+		if sc.bc.DeliverEach(sc.next) {
+			return false, nil
+		}
+		return sc.stop.atTail, sc.stop.err
+	}
+	for {
+		ok, atTail, err := sc.advance()
+		if !ok {
+			return atTail, err
+		}
+		if !sc.c.Deliver(Delivery{Msg: &sc.msg, Queue: sc.s, Seq: sc.off}) {
+			sc.pending = true
+			return false, nil
+		}
+	}
+}
+
+// nextDelivery is sc.next, for DeliverEach: the next message, or nil
+// with the reason in sc.stop. sc.mu is held (by deliverReady).
+func (sc *streamConsumer) nextDelivery() *Delivery {
+	ok, atTail, err := sc.advance()
+	if !ok {
+		sc.stop.atTail, sc.stop.err = atTail, err
+		return nil
+	}
+	sc.d = Delivery{Msg: &sc.msg, Queue: sc.s, Seq: sc.off}
+	return &sc.d
+}
+
+// advance converts the next message of the log into sc.msg (offset
+// sc.off). ok is false when no durable message is left to read without
+// waiting (atTail) or on err. sc.mu is held.
+func (sc *streamConsumer) advance() (ok, atTail bool, err error) {
+	for {
 		if sc.chunk != nil {
-			off, data, ok := sc.it.Next()
-			if !ok {
+			off, data, more := sc.it.Next()
+			if !more {
 				sc.chunk = nil
 				continue
 			}
@@ -112,15 +154,15 @@ func (sc *streamConsumer) deliverReady() (atTail bool, err error) {
 			if sc.msg.Exchange == "" && sc.msg.RoutingKey == "" {
 				sc.msg.RoutingKey = sc.s.info.Name
 			}
-			sc.off, sc.pending = off, true
-			continue
+			sc.off = off
+			return true, false, nil
 		}
 		ch, err := sc.r.TryNext()
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		if ch == nil {
-			return true, nil
+			return false, true, nil
 		}
 		sc.setChunk(ch)
 	}

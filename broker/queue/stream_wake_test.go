@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,4 +148,93 @@ func TestStreamWakeWakesOnlyTheCreditedConsumer(t *testing.T) {
 	waitFor(t, "both consumers after Wake(nil)", func() bool {
 		return b.delivered.Load() == 2 && b.attempts.Load() == 4 && a.attempts.Load() == 5
 	})
+}
+
+// seqConsumer records the offsets it is given; with batch set it takes
+// them through DeliverEach (BatchConsumer), else through Deliver.
+type seqConsumer struct {
+	creditConsumer
+	mu   sync.Mutex
+	seqs []uint64
+}
+
+func (c *seqConsumer) Deliver(d Delivery) bool {
+	if !c.creditConsumer.Deliver(d) {
+		return false
+	}
+	c.mu.Lock()
+	c.seqs = append(c.seqs, d.Seq)
+	c.mu.Unlock()
+	return true
+}
+
+func (c *seqConsumer) give(n int32) { c.credit.Add(n) }
+
+func (c *seqConsumer) offsets() []uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]uint64(nil), c.seqs...)
+}
+
+type batchSeqConsumer struct{ seqConsumer }
+
+func (c *batchSeqConsumer) DeliverEach(next func() *Delivery) bool {
+	for {
+		if c.credit.Add(-1) < 0 {
+			c.credit.Add(1)
+			return true
+		}
+		d := next()
+		if d == nil {
+			c.credit.Add(1)
+			return false
+		}
+		c.mu.Lock()
+		c.seqs = append(c.seqs, d.Seq)
+		c.mu.Unlock()
+		c.creditConsumer.delivered.Add(1)
+	}
+}
+
+// Whether a consumer takes deliveries one by one or in runs, it gets every
+// offset once and in order, across stops for credit and at the tail.
+func TestStreamDeliversEveryOffsetOnceAcrossCreditStops(t *testing.T) {
+	type recorder interface {
+		Consumer
+		offsets() []uint64
+		give(n int32)
+	}
+	tests := []struct {
+		name string
+		c    recorder
+	}{
+		{"Deliver", &seqConsumer{}},
+		{"DeliverEach", &batchSeqConsumer{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openWakeStream(t, 1000)
+			tt.c.give(7)
+			if err := s.Consume(context.Background(), tt.c, ConsumeOptions{Prefetch: 7, Args: map[string]any{"x-stream-offset": "first"}}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the first 7", func() bool { return len(tt.c.offsets()) == 7 })
+			for got := 7; got < 1000; got = len(tt.c.offsets()) {
+				tt.c.give(int32(min(13, 1000-got)))
+				s.Wake(tt.c)
+				want := min(got+13, 1000)
+				waitFor(t, "the next run", func() bool { return len(tt.c.offsets()) == want })
+			}
+			time.Sleep(20 * time.Millisecond)
+			seqs := tt.c.offsets()
+			if len(seqs) != 1000 {
+				t.Fatalf("%d delivered, want 1000", len(seqs))
+			}
+			for i, seq := range seqs {
+				if seq != uint64(i) {
+					t.Fatalf("delivery %d has offset %d", i, seq)
+				}
+			}
+		})
+	}
 }

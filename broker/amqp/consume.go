@@ -120,7 +120,8 @@ func (c *consumer) wake() {
 // anyway, not atomics: this runs once per delivery.
 func (c *consumer) takeCredit() bool {
 	ch := c.ch
-	if c.prefetch > 0 && c.unacked >= c.prefetch || ch.unackedCount >= ch.globalPrefetch.Load() && ch.globalPrefetch.Load() > 0 {
+	g := ch.globalPrefetch.Load()
+	if c.prefetch > 0 && c.unacked >= c.prefetch || g > 0 && ch.unackedCount >= g {
 		c.starved.Store(true)
 		ch.c.wantAcks.Store(true)
 		return false

@@ -5,7 +5,11 @@
 // Goroutines per connection: a reader that decodes frames and runs every
 // channel's methods in order, and a writer that drains the connection's output
 // buffer to the socket, flushing when the buffer runs dry rather than per
-// message. Queue goroutines write deliveries straight into that buffer.
+// message. Queue goroutines write deliveries straight into that buffer. On
+// plain TCP the reader reads, and small batches are written inline, through
+// sockio; while a consumer waits for the client's ack (its prefetch used up)
+// the reader busy-polls the socket for it briefly (Config.BusyPoll) before it
+// sleeps, so the consumer's next batch leaves without a thread wake-up.
 //
 // Lock order: channel.mu (delivery tags and unacked messages), then
 // channel.confirmMu (publisher confirms), then conn.outMu (output buffer).

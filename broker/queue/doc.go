@@ -16,5 +16,6 @@
 // delivery turn; a stream delivers what is ready to c on the calling goroutine
 // if c's goroutine is idle (it waits for credit), and signals that goroutine
 // otherwise. So Wake's caller holds no lock that c's Deliver or Flush takes;
-// the work is bounded by c's credit and never waits for the disk's tail.
+// the work is bounded by c's credit and never waits for the disk's tail. A
+// stream hands a BatchConsumer its ready messages as one DeliverEach run.
 package queue

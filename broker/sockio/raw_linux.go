@@ -25,4 +25,3 @@ func writeFD(fd uintptr, p []byte) (int, error) {
 	}
 	return int(n), nil
 }
-

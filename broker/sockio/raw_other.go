@@ -19,4 +19,3 @@ func writeFD(fd uintptr, p []byte) (int, error) {
 	}
 	return n, nil
 }
-

@@ -95,12 +95,12 @@ func (s *Socket) Read(p []byte) (int, error) {
 	var n int
 	var err error
 	rerr := s.rc.Read(func(fd uintptr) bool {
-		m, e := readFD(fd, p)
+		m, e := readNow(fd, p)
 		if e == syscall.EAGAIN && s.poll.For > 0 {
 			m, e = s.spin(fd, p)
 		}
 		switch {
-		case e == syscall.EAGAIN || e == syscall.EINTR:
+		case e == syscall.EAGAIN:
 			return false // wait in the poller, then call again
 		case e != nil:
 			err = e
@@ -130,7 +130,7 @@ func (s *Socket) spin(fd uintptr, p []byte) (int, error) {
 		// thread too, sched_yield(2), measured slower: the reader then
 		// loses its CPU to whatever else is runnable on it.)
 		runtime.Gosched()
-		m, e := readFD(fd, p)
+		m, e := readNow(fd, p)
 		if e != syscall.EAGAIN {
 			return m, e
 		}
@@ -142,6 +142,17 @@ func (s *Socket) spin(fd uintptr, p []byte) (int, error) {
 				s.poll.TimedOut()
 			}
 			return 0, e
+		}
+	}
+}
+
+// readNow is readFD, retried when a signal interrupted it (the poller,
+// edge-triggered, would not wake for data that is already there).
+func readNow(fd uintptr, p []byte) (int, error) {
+	for {
+		n, err := readFD(fd, p)
+		if err != syscall.EINTR {
+			return n, err
 		}
 	}
 }

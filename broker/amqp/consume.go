@@ -262,9 +262,11 @@ func (ch *channel) deliver(ctag string, cons *consumer, d *queue.Delivery) bool 
 const deliverEachMax = 128
 
 // deliverEach is deliver for the deliveries next makes, with the locks
-// taken once per run (see queue.BatchConsumer). It reports whether it
-// stopped because the consumer's credit or the connection's output ran
-// out.
+// taken once per run (see queue.BatchConsumer). next runs under ch.mu and
+// conn.outMu and may read the disk (a stream's next chunk): the runs are
+// bounded by deliverEachMax, and the writer waits at most that long to swap
+// buffers. It reports whether it stopped because the consumer's credit or
+// the connection's output ran out.
 func (ch *channel) deliverEach(cons *consumer, next func() *queue.Delivery) (refused bool) {
 	var n, redelivered uint64
 	for done := false; !done && !refused; {

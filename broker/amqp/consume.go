@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/broker/amqp/wire"
+	"github.com/warrenmq/warren/broker/message"
 	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/queue"
 )
@@ -366,7 +367,7 @@ func (ch *channel) basicConsume(ctx context.Context, m *wire.BasicConsume) error
 	cons.refillTimer.Stop()
 	opts := queue.ConsumeOptions{Exclusive: m.Exclusive, Args: m.Arguments, Prefetch: int(ch.prefetchCount)}
 	if p, ok := m.Arguments["x-priority"]; ok {
-		if n, ok := toInt(p); ok {
+		if n, ok := message.FieldInt(p); ok {
 			opts.Priority = int(n)
 		}
 	}
@@ -382,28 +383,6 @@ func (ch *channel) basicConsume(ctx context.Context, m *wire.BasicConsume) error
 	cons.ready.Store(true)
 	q.Wake(cons)
 	return nil
-}
-
-func toInt(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int8:
-		return int64(n), true
-	case int16:
-		return int64(n), true
-	case int32:
-		return int64(n), true
-	case int64:
-		return n, true
-	case uint8:
-		return int64(n), true
-	case uint16:
-		return int64(n), true
-	case uint32:
-		return int64(n), true
-	case int:
-		return int64(n), true
-	}
-	return 0, false
 }
 
 func (ch *channel) basicCancel(m *wire.BasicCancel) error {

@@ -5,5 +5,7 @@
 // them (fanout) and never modify it; dead-lettering makes a copy with new
 // properties. Props holds the AMQP content-header property bytes exactly as
 // the publisher sent them (flags and values), so a delivery forwards them
-// without re-encoding. The package knows nothing of sockets or storage.
+// without re-encoding. FieldInt reads a header or argument number whatever
+// integer width it came in, the one comparison routing, queue arguments and
+// consumers share. The package knows nothing of sockets or storage.
 package message

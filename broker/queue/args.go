@@ -2,9 +2,10 @@ package queue
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"time"
+
+	"github.com/warrenmq/warren/broker/message"
 )
 
 // Args are a queue's parsed x-arguments.
@@ -35,25 +36,25 @@ func ParseArgs(args map[string]any) (Args, error) {
 	for k, v := range args {
 		switch k {
 		case "x-message-ttl":
-			n, ok := toInt64(v)
+			n, ok := message.FieldInt(v)
 			if !ok || n < 0 {
 				return a, bad(k, v, "must be a non-negative integer")
 			}
 			a.MessageTTL, a.HasMessageTTL = time.Duration(n)*time.Millisecond, true
 		case "x-expires":
-			n, ok := toInt64(v)
+			n, ok := message.FieldInt(v)
 			if !ok || n <= 0 {
 				return a, bad(k, v, "must be a positive integer")
 			}
 			a.Expires = time.Duration(n) * time.Millisecond
 		case "x-max-length":
-			n, ok := toInt64(v)
+			n, ok := message.FieldInt(v)
 			if !ok || n < 0 {
 				return a, bad(k, v, "must be a non-negative integer")
 			}
 			a.MaxLength = n
 		case "x-max-length-bytes":
-			n, ok := toInt64(v)
+			n, ok := message.FieldInt(v)
 			if !ok || n < 0 {
 				return a, bad(k, v, "must be a non-negative integer")
 			}
@@ -83,7 +84,7 @@ func ParseArgs(args map[string]any) (Args, error) {
 			}
 			a.SingleActiveConsumer = b
 		case "x-max-priority":
-			n, ok := toInt64(v)
+			n, ok := message.FieldInt(v)
 			if !ok || n < 0 || n > 255 {
 				return a, bad(k, v, "must be an integer between 0 and 255")
 			}
@@ -95,7 +96,7 @@ func ParseArgs(args map[string]any) (Args, error) {
 			}
 			a.QueueType = s
 		case "x-queue-version":
-			n, ok := toInt64(v)
+			n, ok := message.FieldInt(v)
 			if !ok || (n != 1 && n != 2) {
 				return a, bad(k, v, "must be 1 or 2")
 			}
@@ -108,7 +109,7 @@ func ParseArgs(args map[string]any) (Args, error) {
 			}
 			a.MaxAge = d
 		case "x-stream-max-segment-size-bytes":
-			n, ok := toInt64(v)
+			n, ok := message.FieldInt(v)
 			if !ok || n <= 0 {
 				return a, bad(k, v, "must be a positive integer")
 			}
@@ -135,38 +136,6 @@ func parseAge(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("bad age unit %q", s)
 	}
 	return time.Duration(n) * unit, nil
-}
-
-func toInt64(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int:
-		return int64(n), true
-	case int8:
-		return int64(n), true
-	case int16:
-		return int64(n), true
-	case int32:
-		return int64(n), true
-	case int64:
-		return n, true
-	case uint8:
-		return int64(n), true
-	case uint16:
-		return int64(n), true
-	case uint32:
-		return int64(n), true
-	case uint64:
-		if n > math.MaxInt64 {
-			return 0, false
-		}
-		return int64(n), true
-	case float64:
-		if n != math.Trunc(n) {
-			return 0, false
-		}
-		return int64(n), true
-	}
-	return 0, false
 }
 
 func toString(v any) (string, bool) {

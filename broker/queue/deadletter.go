@@ -55,7 +55,7 @@ func deadLettered(m *message.Message, queue, reason, dlx string, dlrk *string, n
 		for _, d := range old {
 			t, ok := d.(wire.Table)
 			if ok && t["queue"] == queue && t["reason"] == reason {
-				n, _ := toInt64(t["count"])
+				n, _ := message.FieldInt(t["count"])
 				entry["count"] = n + 1
 				if rk, ok := t["routing-keys"]; ok {
 					entry["routing-keys"] = rk

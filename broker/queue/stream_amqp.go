@@ -9,6 +9,7 @@ import (
 
 	"github.com/warrenmq/warren/broker/amqp/wire"
 	"github.com/warrenmq/warren/broker/amqp10"
+	"github.com/warrenmq/warren/broker/message"
 	"github.com/warrenmq/warren/broker/store/streamlog"
 )
 
@@ -195,7 +196,7 @@ func parseStreamOffset(v any, now time.Time) (streamlog.OffsetSpec, uint64, erro
 	case time.Time:
 		return streamlog.OffsetSpec{Kind: streamlog.OffsetTimestamp, Timestamp: v.UnixMilli()}, 0, nil
 	}
-	if n, ok := toInt64(v); ok {
+	if n, ok := message.FieldInt(v); ok {
 		if n < 0 {
 			return streamlog.OffsetSpec{}, 0, fmt.Errorf("invalid x-stream-offset %d", n)
 		}

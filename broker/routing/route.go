@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+
+	"github.com/warrenmq/warren/broker/message"
 )
 
 const (
@@ -276,8 +278,8 @@ func headersMatch(bindArgs, headers map[string]any) bool {
 }
 
 func valuesEqual(a, b any) bool {
-	ai, aok := asInt(a)
-	bi, bok := asInt(b)
+	ai, aok := message.FieldInt(a)
+	bi, bok := message.FieldInt(b)
 	if aok && bok {
 		return ai == bi
 	}
@@ -291,26 +293,4 @@ func valuesEqual(a, b any) bool {
 		return false
 	}
 	return reflect.DeepEqual(a, b)
-}
-
-func asInt(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int:
-		return int64(n), true
-	case int8:
-		return int64(n), true
-	case int16:
-		return int64(n), true
-	case int32:
-		return int64(n), true
-	case int64:
-		return n, true
-	case uint8:
-		return int64(n), true
-	case uint16:
-		return int64(n), true
-	case uint32:
-		return int64(n), true
-	}
-	return 0, false
 }

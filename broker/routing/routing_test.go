@@ -91,6 +91,8 @@ func TestHeadersMatching(t *testing.T) {
 		{"x- keys ignored", map[string]any{"x-match": "all", "x-foo": "1"}, map[string]any{}, true},
 		{"all-with-x compares x- keys", map[string]any{"x-match": "all-with-x", "x-foo": "1"}, map[string]any{}, false},
 		{"void value matches presence", map[string]any{"x-match": "all", "a": nil}, map[string]any{"a": "anything"}, true},
+		{"numbers compare by value across widths", map[string]any{"x-match": "all", "n": uint8(5)}, map[string]any{"n": 5.0}, true},
+		{"different numbers miss", map[string]any{"x-match": "all", "n": int16(5)}, map[string]any{"n": int64(6)}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

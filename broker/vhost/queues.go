@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/warrenmq/warren/broker/message"
 	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/queue"
 )
@@ -132,38 +133,12 @@ func equivalentQueue(vhost string, have queue.Info, d QueueDecl) error {
 
 // sameArg compares argument values, treating integer widths as equal.
 func sameArg(a, b any) bool {
-	ai, aok := toInt(a)
-	bi, bok := toInt(b)
+	ai, aok := message.FieldInt(a)
+	bi, bok := message.FieldInt(b)
 	if aok && bok {
 		return ai == bi
 	}
 	return reflect.DeepEqual(a, b)
-}
-
-func toInt(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int:
-		return int64(n), true
-	case int8:
-		return int64(n), true
-	case int16:
-		return int64(n), true
-	case int32:
-		return int64(n), true
-	case int64:
-		return n, true
-	case uint8:
-		return int64(n), true
-	case uint16:
-		return int64(n), true
-	case uint32:
-		return int64(n), true
-	case uint64:
-		return int64(n), true
-	case float64:
-		return int64(n), float64(int64(n)) == n
-	}
-	return 0, false
 }
 
 // Queue looks a queue up. An exclusive queue of another connection is

@@ -382,6 +382,49 @@ func TestChannelErrors(t *testing.T) {
 	}
 }
 
+// TestRedeclareComparesArgumentsByNumber: clients encode the same number
+// in different field-table widths (RabbitMQ's Java client sends an int as a
+// long, amqp091-go keeps the Go type); a redeclare is equivalent when the
+// numbers are, and refused with 406 when they differ.
+func TestRedeclareComparesArgumentsByNumber(t *testing.T) {
+	n := brokertest.Start(t)
+	conn := n.Dial(t)
+	setup, err := conn.Channel()
+	if err != nil {
+		t.Fatalf("channel: %v", err)
+	}
+	declare(t, setup, "limited", true, amqp091.Table{"x-max-length": int32(100)})
+	tests := []struct {
+		name  string
+		value any
+		code  int // 0: accepted
+	}{
+		{"same number as a short", int16(100), 0},
+		{"same number as a long-long", int64(100), 0},
+		{"same number as an octet", uint8(100), 0},
+		{"another number", int32(101), 406},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ch, err := conn.Channel()
+			if err != nil {
+				t.Fatalf("channel: %v", err)
+			}
+			_, err = ch.QueueDeclare("limited", true, false, false, false, amqp091.Table{"x-max-length": tt.value})
+			if tt.code == 0 {
+				if err != nil {
+					t.Fatalf("redeclare with %T(%v): %v", tt.value, tt.value, err)
+				}
+				return
+			}
+			var ae *amqp091.Error
+			if !errors.As(err, &ae) || ae.Code != tt.code || !strings.Contains(ae.Reason, "x-max-length") {
+				t.Fatalf("redeclare with %T(%v): %v, want %d naming x-max-length", tt.value, tt.value, err, tt.code)
+			}
+		})
+	}
+}
+
 func TestPublishToMissingExchangeClosesChannel(t *testing.T) {
 	n := brokertest.Start(t)
 	ch := n.Channel(t)

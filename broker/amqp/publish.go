@@ -238,8 +238,15 @@ func (c *conn) flushPublishes(ctx context.Context) error {
 	}
 	qs := c.batch.queues
 	c.batch = publishBatch{queues: qs[:0:0]}
+	c.flush() // confirms given at enqueue go first
 	for _, qb := range qs {
-		qb.q.Publish(qb.pubs)
+		// The reader holds no lock here: an idle queue may take the
+		// batch on this goroutine.
+		if ip, ok := qb.q.(queue.InlinePublisher); ok {
+			ip.PublishInline(qb.pubs)
+		} else {
+			qb.q.Publish(qb.pubs)
+		}
 	}
 	c.flush() // before any Throttle wait
 	for _, qb := range qs {

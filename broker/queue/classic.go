@@ -45,8 +45,8 @@ const (
 	windowBytes     = 32 << 20
 )
 
-// Classic is a classic queue: one goroutine owning an in-memory window of
-// messages and a store.QueueIndex holding the rest.
+// Classic is a classic queue: turns, one at a time, over an in-memory window
+// of messages and a store.QueueIndex holding the rest.
 type Classic struct {
 	cfg  ClassicConfig
 	info Info
@@ -63,10 +63,14 @@ type Classic struct {
 	// of the turn under way: with sReady (updated at the end of a turn)
 	// they are the backlog flow control looks at.
 	inboxMsgs, turnMsgs int64
-	drained             chan struct{} // closed when the inbox is taken; nil if nobody waits
+	drained             chan struct{} // closed at the end of a turn (the backlog changed); nil if nobody waits
 	stopped             bool
-	signal              chan struct{}
-	done                chan struct{}
+	// turnMu is held while a turn runs: by the loop, or by a publisher
+	// that runs its batch's turn itself (PublishInline). The loop takes
+	// turnMu, then mu; PublishInline only tries turnMu while it holds mu.
+	turnMu sync.Mutex
+	signal chan struct{}
+	done   chan struct{}
 
 	// Counters readable without the loop.
 	sReady, sUnacked, sConsumers   atomic.Int64
@@ -77,7 +81,7 @@ type Classic struct {
 	// control holds publishers back only while consumers are taking messages.
 	lastDelivery atomic.Int64
 
-	// Owned by the loop goroutine.
+	// Owned by whoever holds turnMu (the loop, or PublishInline).
 	st loopState
 }
 
@@ -253,6 +257,24 @@ func (q *Classic) Publish(batch []Publish) {
 			}
 		}
 	}
+}
+
+// PublishInline implements InlinePublisher: a lone message's turn runs on
+// the caller's goroutine when no turn is under way and the inbox is empty
+// (turnMu keeps turns one at a time and in order); otherwise it is Publish.
+// Larger batches go to the loop, which applies them while the caller reads
+// on: inlining them too made a publisher with 100 confirms in flight slower.
+func (q *Classic) PublishInline(batch []Publish) {
+	q.mu.Lock()
+	if len(batch) > 1 || q.stopped || len(q.inbox) > 0 || !q.turnMu.TryLock() {
+		q.mu.Unlock()
+		q.Publish(batch)
+		return
+	}
+	q.turnMsgs = int64(len(batch))
+	q.mu.Unlock()
+	q.turn([]cmd{{kind: cPublish, pubs: batch}})
+	q.turnMu.Unlock()
 }
 
 // Throttle implements Queue. It is the queue's flow control: a publisher

@@ -12,6 +12,9 @@
 // inbox is over its high-water mark). Callbacks into Consumer and Confirmer run
 // on the queue goroutine (a stream consumer's own goroutine for streams) and
 // must not block; they must not call back into the same queue synchronously.
+// A classic queue's turns run one at a time under its turnMu: on its goroutine,
+// or, for a lone message published into an idle queue (InlinePublisher), on
+// the publisher's, whose caller therefore holds no lock those callbacks take.
 // Wake(c) names the consumer whose credit came back: a classic queue takes a
 // delivery turn; a stream delivers what is ready to c on the calling goroutine
 // if c's goroutine is idle (it waits for credit), and signals that goroutine

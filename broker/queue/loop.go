@@ -13,17 +13,16 @@ import (
 func (q *Classic) loop() {
 	for {
 		<-q.signal
+		q.turnMu.Lock()
 		q.mu.Lock()
 		cmds := q.inbox
 		q.inbox = nil
 		q.inboxBytes = 0
 		q.turnMsgs, q.inboxMsgs = q.inboxMsgs, 0
-		if q.drained != nil {
-			close(q.drained)
-			q.drained = nil
-		}
 		q.mu.Unlock()
-		if q.turn(cmds) {
+		stop := q.turn(cmds)
+		q.turnMu.Unlock()
+		if stop {
 			return
 		}
 	}
@@ -35,6 +34,10 @@ func (q *Classic) publishTurnStats() {
 	q.publishStats()
 	q.mu.Lock()
 	q.turnMsgs = 0
+	if q.drained != nil {
+		close(q.drained)
+		q.drained = nil
+	}
 	q.mu.Unlock()
 }
 

@@ -155,3 +155,15 @@ type Queue interface {
 	// Close stops the queue goroutine, keeping its files (clean shutdown).
 	Close(ctx context.Context) error
 }
+
+// InlinePublisher is a queue that can apply a publish on the caller's
+// goroutine. A publisher that waits for each confirm sends one message at a
+// time into an idle queue; waking the queue's goroutine for it costs more
+// than the enqueue and delivery themselves.
+type InlinePublisher interface {
+	// PublishInline is Publish, except that the queue may apply the batch
+	// on the caller's goroutine before returning: enqueue it, confirm it
+	// where no fsync is due and deliver to consumers. The caller must hold
+	// no lock that a Confirmer or a Consumer takes.
+	PublishInline(batch []Publish)
+}

@@ -1,0 +1,84 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"testing"
+)
+
+func TestPublishInlineDeliversAndConfirmsBeforeReturning(t *testing.T) {
+	tests := []struct {
+		name    string
+		durable bool
+	}{
+		{"durable queue, transient message", true},
+		{"transient queue", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := open(t, t.TempDir(), Info{Name: "q", Durable: tt.durable}, nil, 100)
+			c := newConsumer(-1, false)
+			if err := f.q.Consume(context.Background(), c, ConsumeOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			conf := &confirms{ack: map[uint64]bool{}}
+			// The queue is idle once Consume has returned: the publish
+			// runs on this goroutine.
+			f.q.PublishInline([]Publish{{Msg: f.msg("a", false), Confirm: conf, Tag: 7}})
+			c.mu.Lock()
+			got := len(c.got)
+			c.mu.Unlock()
+			if got != 1 {
+				t.Fatalf("deliveries when PublishInline returned: %d, want 1", got)
+			}
+			conf.mu.Lock()
+			ok, confirmed := conf.ack[7]
+			conf.mu.Unlock()
+			if !confirmed || !ok {
+				t.Fatalf("confirm when PublishInline returned: %v (given: %v), want an ack", ok, confirmed)
+			}
+		})
+	}
+}
+
+// A publisher may hand its batches over either way; the queue keeps them
+// in the order they were handed over.
+func TestPublishInlineKeepsOrderWithPublish(t *testing.T) {
+	tests := []struct {
+		name    string
+		inline  func(i int) bool
+		batchOf func(i int) int
+	}{
+		{"inline only", func(int) bool { return true }, func(int) int { return 1 }},
+		{"alternating", func(i int) bool { return i%2 == 0 }, func(int) int { return 1 }},
+		{"mixed batch sizes", func(i int) bool { return i%3 != 0 }, func(i int) int { return 1 + i%3 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := open(t, t.TempDir(), Info{Name: "q"}, nil, 4096)
+			c := newConsumer(-1, true)
+			if err := f.q.Consume(context.Background(), c, ConsumeOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			const total = 3000
+			for i, n := 0, 0; n < total; i++ {
+				var batch []Publish
+				for k := 0; k < tt.batchOf(i) && n < total; k++ {
+					batch = append(batch, Publish{Msg: f.msg(fmt.Sprint(n), false)})
+					n++
+				}
+				if tt.inline(i) {
+					f.q.PublishInline(batch)
+				} else {
+					f.q.Publish(batch)
+				}
+			}
+			got := c.wait(t, total)
+			for i, d := range got {
+				if string(d.Msg.Body) != fmt.Sprint(i) {
+					t.Fatalf("delivery %d is message %q", i, d.Msg.Body)
+				}
+			}
+		})
+	}
+}

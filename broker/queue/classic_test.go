@@ -164,6 +164,9 @@ func TestConsumeOrderAckAndRequeueKeepsPlace(t *testing.T) {
 	if string(got[0].Msg.Body) != "a" || string(got[2].Msg.Body) != "c" {
 		t.Fatalf("order: %q %q", got[0].Msg.Body, got[2].Msg.Body)
 	}
+	// The counters are published once the turn has offered d too (and
+	// been refused): only then may the credit come back.
+	waitStats(t, f.q, func(s Stats) bool { return s.Unacked == 3 })
 	f.q.Requeue([]uint64{got[1].Seq})
 	f.q.Ack([]uint64{got[0].Seq, got[2].Seq})
 	c.mu.Lock()

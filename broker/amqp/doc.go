@@ -5,7 +5,9 @@
 // Goroutines per connection: a reader that decodes frames and runs every
 // channel's methods in order, and a writer that drains the connection's output
 // buffer to the socket, flushing when the buffer runs dry rather than per
-// message. Queue goroutines write deliveries straight into that buffer. On
+// message. Queue goroutines write deliveries straight into that buffer (and
+// so does a reader whose lone publish an idle classic queue takes on the
+// reader's goroutine: queue.InlinePublisher, after the confirms). On
 // plain TCP the reader reads, and small batches are written inline, through
 // sockio; while a consumer waits for the client's ack (its prefetch used up)
 // the reader busy-polls the socket for it briefly (Config.BusyPoll) before it

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/warrenmq/warren/broker/amqp"
 	"github.com/warrenmq/warren/broker/stream"
 )
 
@@ -128,7 +129,10 @@ func (b *Broker) serve(fn func() error, name string) {
 
 func (b *Broker) listen(name, addr string) (net.Listener, error) {
 	listen := func(_ context.Context, addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
-	if name == ListenerStream || name == ListenerStreamTLS {
+	switch name {
+	case ListenerAMQP, ListenerAMQPTLS:
+		listen = amqp.Listen
+	case ListenerStream, ListenerStreamTLS:
 		listen = stream.Listen
 	}
 	ln, err := listen(context.Background(), addr)

@@ -3,7 +3,8 @@ package stream
 import (
 	"context"
 	"net"
-	"syscall"
+
+	"github.com/warrenmq/warren/broker/netaccept"
 )
 
 // ListenMSS is the TCP maximum segment size the stream listener asks for.
@@ -19,14 +20,5 @@ const ListenMSS = 8192
 // Listen opens a TCP listener for the stream protocol on addr, with
 // ListenMSS on its sockets.
 func Listen(ctx context.Context, addr string) (net.Listener, error) {
-	lc := net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG, ListenMSS)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}}
-	return lc.Listen(ctx, "tcp", addr)
+	return netaccept.Listen(ctx, addr, ListenMSS)
 }

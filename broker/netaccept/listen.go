@@ -39,3 +39,27 @@ func Listen(ctx context.Context, addr string, mss int) (net.Listener, error) {
 	}
 	return lc.Listen(ctx, "tcp", addr)
 }
+
+// SegmentSize reports the current maximum segment size of a TCP connection
+// (TCP_MAXSEG).
+func SegmentSize(c net.Conn) (int, error) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return 0, fmt.Errorf("segment size: %T is not a TCP connection", c)
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("segment size: %w", err)
+	}
+	var mss int
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		mss, serr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG)
+	}); err != nil {
+		return 0, fmt.Errorf("segment size: %w", err)
+	}
+	if serr != nil {
+		return 0, fmt.Errorf("segment size: getsockopt TCP_MAXSEG: %w", serr)
+	}
+	return mss, nil
+}

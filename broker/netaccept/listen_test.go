@@ -3,29 +3,8 @@ package netaccept
 import (
 	"context"
 	"net"
-	"syscall"
 	"testing"
 )
-
-// segmentSize is the connection's MSS as the kernel reports it.
-func segmentSize(t *testing.T, c net.Conn) int {
-	t.Helper()
-	rc, err := c.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mss int
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		mss, serr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if serr != nil {
-		t.Fatal(serr)
-	}
-	return mss
-}
 
 func TestListenLimitsSegmentsBothWays(t *testing.T) {
 	tests := []struct {
@@ -56,7 +35,11 @@ func TestListenLimitsSegmentsBothWays(t *testing.T) {
 			// The client's segments are bounded by what the listener
 			// announced, the server's by its own setting.
 			for side, c := range map[string]net.Conn{"client": client, "server": server} {
-				if got := segmentSize(t, c); got > tt.mss || got < tt.mss/2 {
+				got, err := SegmentSize(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got > tt.mss || got < tt.mss/2 {
 					t.Errorf("%s's segment size %d, want at most %d (and near it)", side, got, tt.mss)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/broker/amqp"
+	"github.com/warrenmq/warren/broker/netaccept"
 	"github.com/warrenmq/warren/broker/stream"
 )
 
@@ -128,14 +129,14 @@ func (b *Broker) serve(fn func() error, name string) {
 }
 
 func (b *Broker) listen(name, addr string) (net.Listener, error) {
-	listen := func(_ context.Context, addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+	mss := 0 // the HTTP listeners keep the route's
 	switch name {
 	case ListenerAMQP, ListenerAMQPTLS:
-		listen = amqp.Listen
+		mss = amqp.ListenMSS
 	case ListenerStream, ListenerStreamTLS:
-		listen = stream.Listen
+		mss = stream.ListenMSS
 	}
-	ln, err := listen(context.Background(), addr)
+	ln, err := netaccept.Listen(context.Background(), addr, mss)
 	if err != nil {
 		return nil, fmt.Errorf("server: listen %s on %s: %w", name, addr, err)
 	}

@@ -2,11 +2,11 @@ package server_test
 
 import (
 	"net"
-	"syscall"
 	"testing"
 
 	"github.com/warrenmq/warren/broker/amqp"
 	"github.com/warrenmq/warren/broker/brokertest"
+	"github.com/warrenmq/warren/broker/netaccept"
 	"github.com/warrenmq/warren/broker/server"
 	"github.com/warrenmq/warren/broker/stream"
 )
@@ -29,19 +29,9 @@ func TestProtocolListenersBoundSegmentSize(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			rc, err := c.(*net.TCPConn).SyscallConn()
+			mss, err := netaccept.SegmentSize(c)
 			if err != nil {
 				t.Fatal(err)
-			}
-			var mss int
-			var serr error
-			if err := rc.Control(func(fd uintptr) {
-				mss, serr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG)
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if serr != nil {
-				t.Fatal(serr)
 			}
 			if mss > tt.mss {
 				t.Fatalf("client's segment size %d, want at most %d", mss, tt.mss)

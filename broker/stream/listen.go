@@ -1,24 +1,11 @@
 package stream
 
-import (
-	"context"
-	"net"
-
-	"github.com/warrenmq/warren/broker/netaccept"
-)
-
-// ListenMSS is the TCP maximum segment size the stream listener asks for.
-// On loopback (64 KiB MTU) a client with small socket buffers — the Go
-// client's default is 8 KiB — otherwise advertises a receive window below
-// one segment: TCP's silly-window avoidance and delayed ACKs then stall
-// every window for tens of milliseconds, and throughput falls to a few
-// thousand messages per second. With segments of 8 KiB the windows work.
-// Real networks have smaller MSS (1460, 8960 with jumbo frames), so this
-// changes nothing there.
+// ListenMSS is the TCP maximum segment size the stream listener asks for
+// (netaccept.Listen). On loopback (64 KiB MTU) a client with small socket
+// buffers — the Go client's default is 8 KiB — otherwise advertises a
+// receive window below one segment: TCP's silly-window avoidance and
+// delayed ACKs then stall every window for tens of milliseconds, and
+// throughput falls to a few thousand messages per second. With segments of
+// 8 KiB the windows work. Real networks have smaller MSS (1460, 8960 with
+// jumbo frames), so this changes nothing there.
 const ListenMSS = 8192
-
-// Listen opens a TCP listener for the stream protocol on addr, with
-// ListenMSS on its sockets.
-func Listen(ctx context.Context, addr string) (net.Listener, error) {
-	return netaccept.Listen(ctx, addr, ListenMSS)
-}

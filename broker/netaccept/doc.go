@@ -1,5 +1,7 @@
-// Package netaccept is the accept loop the protocol servers (AMQP, stream)
-// share: it serves a listener until its context ends, closes the listener
+// Package netaccept is what the protocol servers (AMQP, stream) share of
+// their listeners: Listen opens a TCP listener whose connections use a
+// bounded segment size (each protocol's ListenMSS), and Serve is the accept
+// loop: it serves a listener until its context ends, closes the listener
 // then, retries after temporary accept errors, and hands every connection
 // to the server, which owns it from then on.
 package netaccept

@@ -265,8 +265,12 @@ func (q *Classic) Publish(batch []Publish) {
 // Larger batches go to the loop, which applies them while the caller reads
 // on: inlining them too made a publisher with 100 confirms in flight slower.
 func (q *Classic) PublishInline(batch []Publish) {
+	if len(batch) > 1 {
+		q.Publish(batch)
+		return
+	}
 	q.mu.Lock()
-	if len(batch) > 1 || q.stopped || len(q.inbox) > 0 || !q.turnMu.TryLock() {
+	if q.stopped || len(q.inbox) > 0 || !q.turnMu.TryLock() {
 		q.mu.Unlock()
 		q.Publish(batch)
 		return

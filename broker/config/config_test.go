@@ -52,6 +52,7 @@ func TestBadSettingsAreReportedByKey(t *testing.T) {
 		{"bad duration in env", "", "WARREN_AMQP_HEARTBEAT=soon", "WARREN_AMQP_HEARTBEAT"},
 		{"bad queue version", "storage:\n  queue_version: 3\n", "", "storage.queue_version"},
 		{"small frame max", "amqp:\n  frame_max: 100\n", "", "amqp.frame_max"},
+		{"unknown scheduling policy", "", "WARREN_PROCESS_SCHED_POLICY=fifo", "process.sched_policy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

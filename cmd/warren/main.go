@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/warrenmq/warren/broker/config"
+	"github.com/warrenmq/warren/broker/procsched"
 	"github.com/warrenmq/warren/broker/server"
 )
 
@@ -83,6 +84,22 @@ WARREN_AMQP_LISTEN=:5673), then --data-dir and --set key=value flags
 	return cmd
 }
 
+// applySchedPolicy sets the process's scheduling policy (process.sched_policy).
+// The broker runs without it where the system refuses it (another OS, a
+// seccomp profile): a warning, not a failure. An unknown name is refused
+// earlier, by config validation in server.New.
+func applySchedPolicy(name string, log *slog.Logger) {
+	p, err := procsched.ParsePolicy(name)
+	if err != nil {
+		return
+	}
+	if err := procsched.Apply(p); err != nil {
+		log.Warn("scheduling policy not applied", "policy", name, "err", err)
+		return
+	}
+	log.Debug("scheduling policy applied", "policy", name)
+}
+
 func serve(ctx context.Context, cfg config.Config) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
@@ -91,6 +108,7 @@ func serve(ctx context.Context, cfg config.Config) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	applySchedPolicy(cfg.Process.SchedPolicy, log)
 	b, err := server.New(ctx, cfg, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)

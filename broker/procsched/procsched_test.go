@@ -1,0 +1,136 @@
+package procsched
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// threadPolicies reads every thread's policy from /proc/self/task/*/stat
+// (field 41), a different path from Apply's sched_getattr.
+func threadPolicies(t *testing.T) map[int]int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]int{}
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/self/task/" + e.Name() + "/stat")
+		if err != nil {
+			continue // exited
+		}
+		// The command name (field 2) may hold spaces: count from its ')'.
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		pol, err := strconv.Atoi(fields[41-3])
+		if err != nil {
+			t.Fatalf("stat of thread %s: %v", e.Name(), err)
+		}
+		tid, _ := strconv.Atoi(e.Name())
+		out[tid] = pol
+	}
+	return out
+}
+
+func niceOf(t *testing.T) map[int]int {
+	t.Helper()
+	out := map[int]int{}
+	for tid := range threadPolicies(t) {
+		b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		n, _ := strconv.Atoi(fields[19-3])
+		out[tid] = n
+	}
+	return out
+}
+
+// newThreads makes the runtime start n more threads: each goroutine
+// locks itself to its thread and holds it until release is closed.
+func newThreads(n int) (release func()) {
+	var started, done sync.WaitGroup
+	stop := make(chan struct{})
+	for range n {
+		started.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			started.Done()
+			<-stop
+		}()
+	}
+	started.Wait()
+	return func() { close(stop); done.Wait() }
+}
+
+func TestApplySetsEveryThreadAndNewThreadsInherit(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("scheduling policies are Linux only")
+	}
+	before := niceOf(t)
+	t.Cleanup(func() {
+		if err := Apply(Normal); err != nil {
+			t.Errorf("back to normal: %v", err)
+		}
+	})
+	for _, tc := range []struct {
+		policy Policy
+		want   int // SCHED_BATCH 3, SCHED_OTHER 0
+	}{
+		{Batch, 3},
+		{Normal, 0},
+		{Batch, 3},
+	} {
+		if err := Apply(tc.policy); err != nil {
+			t.Fatalf("Apply(%s): %v", tc.policy, err)
+		}
+		for tid, pol := range threadPolicies(t) {
+			if pol != tc.want {
+				t.Errorf("after Apply(%s): thread %d has policy %d, want %d", tc.policy, tid, pol, tc.want)
+			}
+		}
+		release := newThreads(4)
+		for tid, pol := range threadPolicies(t) {
+			if pol != tc.want {
+				t.Errorf("after Apply(%s), a thread started later: thread %d has policy %d, want %d", tc.policy, tid, pol, tc.want)
+			}
+		}
+		release()
+	}
+	for tid, n := range niceOf(t) {
+		if was, ok := before[tid]; ok && was != n {
+			t.Errorf("thread %d: nice %d, was %d", tid, n, was)
+		}
+	}
+}
+
+func TestParsePolicy(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    Policy
+		wantErr bool
+	}{
+		{"normal", Normal, false},
+		{"batch", Batch, false},
+		{"", "", true},
+		{"fifo", "", true},
+		{"Batch", "", true},
+	} {
+		got, err := ParsePolicy(tc.in)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("ParsePolicy(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+	if err := Apply("fifo"); err == nil {
+		t.Error("Apply(fifo) succeeded")
+	}
+}

@@ -97,7 +97,7 @@ func applySchedPolicy(name string, log *slog.Logger) {
 		log.Warn("scheduling policy not applied", "policy", name, "err", err)
 		return
 	}
-	log.Debug("scheduling policy applied", "policy", name)
+	log.Info("scheduling policy applied", "policy", name)
 }
 
 func serve(ctx context.Context, cfg config.Config) error {

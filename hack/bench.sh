@@ -2,7 +2,8 @@
 # make bench: Warren vs RabbitMQ on the same machine, back to back, with
 # RabbitMQ PerfTest. Installs what it needs (rabbitmq-server from Debian,
 # PerfTest 2.22.1 from Maven Central), runs every scenario BENCH_PASSES times
-# per broker, and prints one Markdown table with both brokers and the ratio.
+# per broker, and prints one Markdown table with both brokers and the ratio,
+# then the broker issue's targets with this run's figures (hack/bench/table.py).
 #
 # Environment:
 #   BENCH_DURATION=20     seconds per timed scenario

@@ -135,8 +135,9 @@ type Process struct {
 	// a socket or by another broker thread does not preempt the thread
 	// running on that CPU but takes an idle one or waits for the running
 	// thread's slice, so the broker's threads and, on a shared machine,
-	// its clients' are interrupted less. Ignored (with a warning) where the
-	// system refuses it.
+	// its clients' are interrupted less. Threads under another policy
+	// (started under chrt, say) keep theirs. Ignored (with a warning) where
+	// the system refuses it.
 	SchedPolicy string `json:"sched_policy"`
 }
 

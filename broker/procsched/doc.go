@@ -15,5 +15,7 @@
 // time, so Apply sets it on every thread the process has, looking again
 // until a pass finds none left to change; threads started afterwards
 // inherit it. Switching between the normal policies (normal and batch)
-// needs no privilege. Apply keeps each thread's nice value.
+// needs no privilege. Apply keeps each thread's nice value, and leaves
+// threads under any other policy (real-time, idle, deadline) alone: those
+// were chosen on purpose, for example by starting the broker under chrt.
 package procsched

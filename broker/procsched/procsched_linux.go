@@ -23,8 +23,11 @@ func (p Policy) number() (uint32, error) {
 	return 0, fmt.Errorf("procsched: unknown scheduling policy %q", string(p))
 }
 
-// Apply sets policy p on every thread of the process, keeping each
-// thread's nice value.
+// Apply sets policy p on every thread of the process that runs under one
+// of the normal policies (normal or batch), keeping each thread's nice
+// value. Threads under any other policy (real-time, idle, deadline: set on
+// purpose, for example by starting the broker under chrt) are left as
+// they are.
 func Apply(p Policy) error {
 	want, err := p.number()
 	if err != nil {
@@ -40,6 +43,11 @@ func Apply(p Policy) error {
 		}
 	}
 	return fmt.Errorf("procsched: threads kept appearing with another policy after %d passes", maxPasses)
+}
+
+// normalClass reports whether policy is SCHED_OTHER or SCHED_BATCH.
+func normalClass(policy uint32) bool {
+	return policy == unix.SCHED_NORMAL || policy == unix.SCHED_BATCH
 }
 
 // applyPass sets the policy on the threads that do not have it yet and
@@ -62,8 +70,8 @@ func applyPass(want uint32) (int, error) {
 		if err != nil {
 			return changed, fmt.Errorf("procsched: read thread %d's policy: %w", tid, err)
 		}
-		if attr.Policy == want {
-			continue
+		if attr.Policy == want || !normalClass(attr.Policy) {
+			continue // done, or a policy someone chose on purpose (chrt -f, -i, ...)
 		}
 		// The nice value is kept (raising a thread's priority would need
 		// privilege); a requested slice (Runtime, for the normal class)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // threadPolicies reads every thread's policy from /proc/self/task/*/stat
@@ -109,6 +111,66 @@ func TestApplySetsEveryThreadAndNewThreadsInherit(t *testing.T) {
 	for tid, n := range niceOf(t) {
 		if was, ok := before[tid]; ok && was != n {
 			t.Errorf("thread %d: nice %d, was %d", tid, n, was)
+		}
+	}
+}
+
+// TestApplyLeavesOtherPoliciesAlone: a thread someone put under another
+// policy on purpose (here SCHED_IDLE, which needs no privilege) keeps it.
+func TestApplyLeavesOtherPoliciesAlone(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("scheduling policies are Linux only")
+	}
+	t.Cleanup(func() {
+		if err := Apply(Normal); err != nil {
+			t.Errorf("back to normal: %v", err)
+		}
+	})
+	tids := make(chan int)
+	applied := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		// The goroutine keeps its thread while the thread is under
+		// SCHED_IDLE, and puts it back before it lets go of it.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tid := unix.Gettid()
+		setPolicy := func(policy uint32) error {
+			attr, err := unix.SchedGetAttr(tid, 0)
+			if err != nil {
+				return err
+			}
+			attr.Policy, attr.Flags, attr.Runtime = policy, 0, 0
+			return unix.SchedSetAttr(tid, attr, 0)
+		}
+		if err := setPolicy(unix.SCHED_IDLE); err != nil {
+			done <- err
+			return
+		}
+		tids <- tid
+		<-applied
+		done <- setPolicy(unix.SCHED_NORMAL)
+	}()
+	var tid int
+	select {
+	case tid = <-tids:
+	case err := <-done:
+		t.Fatalf("put a thread under SCHED_IDLE: %v", err)
+	}
+	if err := Apply(Batch); err != nil {
+		t.Fatal(err)
+	}
+	pols := threadPolicies(t)
+	close(applied)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := pols[tid]; got != unix.SCHED_IDLE {
+		t.Errorf("thread under SCHED_IDLE: policy %d after Apply(batch), want %d (left alone)", got, unix.SCHED_IDLE)
+	}
+	for other, pol := range pols {
+		if other != tid && pol != unix.SCHED_BATCH {
+			t.Errorf("thread %d: policy %d, want %d", other, pol, unix.SCHED_BATCH)
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/warrenmq/warren/broker/procsched"
 )
 
 // Config is the whole broker configuration. Field names in YAML use snake_case.
@@ -357,9 +359,7 @@ func (c Config) Validate() error {
 	if c.Auth.DefaultVhost == "" {
 		bad("auth.default_vhost", "must not be empty")
 	}
-	switch c.Process.SchedPolicy {
-	case "normal", "batch":
-	default:
+	if _, err := procsched.ParsePolicy(c.Process.SchedPolicy); err != nil {
 		bad("process.sched_policy", "must be normal or batch, got %q", c.Process.SchedPolicy)
 	}
 	switch c.LogLevel {

@@ -105,7 +105,26 @@ def targets(rows):
                        f" of the memory): {verdict(ok)}")
     if not out:
         return ""
-    return "\n".join(["", "", "Targets of the broker issue, from this run:", ""] + out)
+    lines = ["", "", "Targets of the broker issue, from this run:", ""] + out
+    spread = spread_notes(rows)
+    if spread:
+        lines += ["", "Passes that disagree by more than 30% (a mean over them says little; rerun with more"
+                  " BENCH_PASSES):", ""] + spread
+    return "\n".join(lines)
+
+
+def spread_notes(rows):
+    """One line per scenario and broker whose passes' rates differ by more
+    than 30% (highest against lowest)."""
+    out = []
+    for sc in sorted(rows):
+        if "rss" in sc:
+            continue
+        for broker in ("warren", "rabbitmq"):
+            rates = [e[0] for e in rows[sc].get(broker, []) if e[0]]
+            if len(rates) >= 2 and max(rates) > 1.3 * min(rates):
+                out.append(f"- {sc} {broker}: " + ", ".join(f"{r:,.0f}" for r in rates) + " msg/s")
+    return out
 
 
 def write_docs(doc, table_file):

@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -85,16 +86,21 @@ WARREN_AMQP_LISTEN=:5673), then --data-dir and --set key=value flags
 }
 
 // applySchedPolicy sets the process's scheduling policy (process.sched_policy).
-// The broker runs without it where the system refuses it (another OS, a
-// seccomp profile): a warning, not a failure. An unknown name is refused
-// earlier, by config validation in server.New.
+// The broker runs without it where the system refuses it (a seccomp profile,
+// say): a warning, not a failure; on systems without per-thread policies
+// (not Linux) a debug line. An unknown name is left to config validation in
+// server.New, which refuses it.
 func applySchedPolicy(name string, log *slog.Logger) {
 	p, err := procsched.ParsePolicy(name)
 	if err != nil {
 		return
 	}
 	if err := procsched.Apply(p); err != nil {
-		log.Warn("scheduling policy not applied", "policy", name, "err", err)
+		level := slog.LevelWarn
+		if errors.Is(err, procsched.ErrUnsupported) {
+			level = slog.LevelDebug
+		}
+		log.Log(context.Background(), level, "scheduling policy not applied", "policy", name, "err", err)
 		return
 	}
 	log.Info("scheduling policy applied", "policy", name)

@@ -11,9 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// threadPolicies reads every thread's policy from /proc/self/task/*/stat
-// (field 41), a different path from Apply's sched_getattr.
-func threadPolicies(t *testing.T) map[int]int {
+// threadStat returns one field (numbered as in proc(5)) of every thread's
+// /proc/self/task/TID/stat: what ps and top show, a different path from
+// Apply's sched_getattr.
+func threadStat(t *testing.T, field int) map[int]int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/task")
 	if err != nil {
@@ -28,31 +29,21 @@ func threadPolicies(t *testing.T) map[int]int {
 		// The command name (field 2) may hold spaces: count from its ')'.
 		s := string(b)
 		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		pol, err := strconv.Atoi(fields[41-3])
+		v, err := strconv.Atoi(fields[field-3])
 		if err != nil {
-			t.Fatalf("stat of thread %s: %v", e.Name(), err)
+			t.Fatalf("stat of thread %s, field %d: %v", e.Name(), field, err)
 		}
 		tid, _ := strconv.Atoi(e.Name())
-		out[tid] = pol
+		out[tid] = v
 	}
 	return out
 }
 
-func niceOf(t *testing.T) map[int]int {
-	t.Helper()
-	out := map[int]int{}
-	for tid := range threadPolicies(t) {
-		b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		n, _ := strconv.Atoi(fields[19-3])
-		out[tid] = n
-	}
-	return out
-}
+// threadPolicies is every thread's policy (stat field 41).
+func threadPolicies(t *testing.T) map[int]int { return threadStat(t, 41) }
+
+// niceOf is every thread's nice value (stat field 19).
+func niceOf(t *testing.T) map[int]int { return threadStat(t, 19) }
 
 // newThreads makes the runtime start n more threads: each goroutine
 // locks itself to its thread and holds it until release is closed.

@@ -85,17 +85,12 @@ WARREN_AMQP_LISTEN=:5673), then --data-dir and --set key=value flags
 	return cmd
 }
 
-// applySchedPolicy sets the process's scheduling policy (process.sched_policy).
-// The broker runs without it where the system refuses it (a seccomp profile,
-// say): a warning, not a failure; on systems without per-thread policies
-// (not Linux) a debug line. An unknown name is left to config validation in
-// server.New, which refuses it.
+// applySchedPolicy sets the process's scheduling policy (process.sched_policy,
+// validated by server.New). The broker runs without it where the system
+// refuses it (a seccomp profile, say): a warning, not a failure; on systems
+// without per-thread policies (not Linux) a debug line.
 func applySchedPolicy(name string, log *slog.Logger) {
-	p, err := procsched.ParsePolicy(name)
-	if err != nil {
-		return
-	}
-	if err := procsched.Apply(p); err != nil {
+	if err := procsched.Apply(procsched.Policy(name)); err != nil {
 		level := slog.LevelWarn
 		if errors.Is(err, procsched.ErrUnsupported) {
 			level = slog.LevelDebug
@@ -114,12 +109,14 @@ func serve(ctx context.Context, cfg config.Config) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	applySchedPolicy(cfg.Process.SchedPolicy, log)
 	b, err := server.New(ctx, cfg, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return err
 	}
+	// After New, which validated the name; Apply reaches the threads
+	// New started too.
+	applySchedPolicy(cfg.Process.SchedPolicy, log)
 	if err := b.Start(context.WithoutCancel(ctx)); err != nil {
 		_ = b.Shutdown(context.Background())
 		log.Error("cannot listen", "err", err)

@@ -30,9 +30,15 @@ def mean(vals):
     return statistics.mean(vals) if vals else 0
 
 
-def fmt_lat(entries, i):
+def median_of(entries, i):
+    """Median of field i (a latency in µs) over the passes that have one; 0 if none."""
     vals = [float(e[i]) for e in entries if e[i] not in ("-", "")]
-    return f"{statistics.median(vals) / 1000:.2f} ms" if vals else "-"
+    return statistics.median(vals) if vals else 0
+
+
+def fmt_lat(entries, i):
+    m = median_of(entries, i)
+    return f"{m / 1000:.2f} ms" if m else "-"
 
 
 def table(rows, machine, command):
@@ -52,11 +58,6 @@ def table(rows, machine, command):
         rl = f"{fmt_lat(r, 1)} / {fmt_lat(r, 2)}" if r else "-"
         out.append(f"| {sc} | {OPTIONS.get(sc, '')} | {wr:,.0f}{unit} | {rr:,.0f}{unit} | {ratio} | {wl} | {rl} |")
     return "\n".join(out)
-
-
-def median_of(entries, i):
-    vals = [float(e[i]) for e in entries if e[i] not in ("-", "")]
-    return statistics.median(vals) if vals else 0
 
 
 def targets(rows):

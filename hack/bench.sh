@@ -29,6 +29,7 @@ RESULTS=$OUT/bench-results.tsv
 
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 source "$ROOT/hack/bench/steal.sh"
+source "$ROOT/hack/bench/cpu.sh"
 
 install_deps() {
   if ! command -v rabbitmq-server >/dev/null; then
@@ -92,7 +93,8 @@ rss_watch() {
   done
 }
 
-perftest() { java -Xms256m -Xmx1g -cp "$CACHE/perftest/lib/*" com.rabbitmq.perf.PerfTest -h amqp://guest:guest@127.0.0.1:5672 "$@"; }
+PERFTEST=(java -Xms256m -Xmx1g -cp "$CACHE/perftest/lib/*" com.rabbitmq.perf.PerfTest -h amqp://guest:guest@127.0.0.1:5672)
+perftest() { "${PERFTEST[@]}" "$@"; }
 
 declare -A SCEN=(
   [s1]="-x 1 -y 1 -s 12 -a"
@@ -113,18 +115,34 @@ ORDER="s1 s2 s3 s4 s5 s6 s7 s8 s9 s10 s11 s12 s13"
 want() { [ "$SCENARIOS" = all ] || [[ ",$SCENARIOS," == *",$1,"* ]]; }
 
 # run_timed BROKER SCENARIO PASS: one PerfTest run; appends a result line.
+# Between the per-second reports at a third of the run and two seconds
+# before its end (warmed up, still running) it measures the CPU per message
+# of the broker and of PerfTest's working threads (hack/bench/cpu.sh).
 run_timed() {
-  local broker=$1 sc=$2 pass=$3 out rate sent lat clat t0 st
+  local broker=$1 sc=$2 pass=$3 out rate sent lat clat t0 st pt ta tb ca cb n cpu
+  local file=$OUT/perftest-$broker-$sc.out
   t0=$(cpu_ticks)
-  out=$(perftest ${SCEN[$sc]} -z "$DURATION" 2>&1 || true)
+  "${PERFTEST[@]}" ${SCEN[$sc]} -z "$DURATION" >"$file" 2>&1 &
+  pt=$!
+  ta=$(await_report "$file" "$pt" $(( DURATION / 3 > 2 ? DURATION / 3 : 2 )))
+  ca=$(cpu_sample "$BROKER_PID" "$pt")
+  tb=$(await_report "$file" "$pt" $(( DURATION - 2 )))
+  cb=$(cpu_sample "$BROKER_PID" "$pt")
+  wait "$pt" || true
+  out=$(cat "$file")
   st=$(stolen "$t0")
+  cpu="- - -"
+  if [ -n "$ta" ] && [ -n "$tb" ]; then
+    n=$(received_between "$file" "$ta" "$tb")
+    cpu=$(cpu_per_message "$ca" "$cb" "$n")
+  fi
   sent=$(grep -o 'sending rate avg: [0-9]*' <<<"$out" | grep -o '[0-9]*$' || echo 0)
   rate=$(grep -o 'receiving rate avg: [0-9]*' <<<"$out" | grep -o '[0-9]*$' || echo 0)
   [ "$rate" = 0 ] && rate=$sent
   lat=$(grep 'consumer latency' <<<"$out" | tail -1 | sed -E 's#.* ([0-9]+)/([0-9]+)/([0-9]+)/([0-9]+)/([0-9]+) µs#\2#' || true)
   clat=$(grep 'confirm latency' <<<"$out" | tail -1 | sed -E 's#.* ([0-9]+)/([0-9]+)/([0-9]+)/([0-9]+)/([0-9]+) µs#\2#' || true)
-  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$broker" "$sc" "$pass" "${rate:-0}" "${lat:--}" "${clat:--}" >> "$RESULTS"
-  log "$broker $sc pass $pass: ${rate} msg/s, consumer latency median ${lat:--} µs, confirm latency median ${clat:--} µs$([ "$st" -ge 5 ] && echo ", $st% of the CPU stolen by the hypervisor")"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$broker" "$sc" "$pass" "${rate:-0}" "${lat:--}" "${clat:--}" "${cpu// /$'\t'}" >> "$RESULTS"
+  log "$broker $sc pass $pass: ${rate} msg/s, consumer latency median ${lat:--} µs, confirm latency median ${clat:--} µs, CPU µs/msg broker ${cpu%% *} PerfTest $(cut -d' ' -f2 <<<"$cpu"), ${cpu##* }% idle$([ "$st" -ge 5 ] && echo ", $st% of the CPU stolen by the hypervisor")"
 }
 
 # run_backlog BROKER PASS N: fill N persistent 100-byte messages by two

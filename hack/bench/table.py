@@ -21,7 +21,8 @@ def load(path):
         if len(parts) < 6:
             continue
         broker, sc, _pass, rate, lat, clat = parts[:6]
-        rows[sc][broker].append((float(rate or 0), lat, clat))
+        cpu = (parts[6:9] + ["-", "-", "-"])[:3]  # broker µs/msg, PerfTest µs/msg, idle %
+        rows[sc][broker].append((float(rate or 0), lat, clat, *cpu))
     return rows
 
 
@@ -31,7 +32,7 @@ def mean(vals):
 
 
 def median_of(entries, i):
-    """Median of field i (a latency in µs) over the passes that have one; 0 if none."""
+    """Median of field i (a latency in µs, a CPU figure) over the passes that have one; 0 if none."""
     vals = [float(e[i]) for e in entries if e[i] not in ("-", "")]
     return statistics.median(vals) if vals else 0
 
@@ -45,11 +46,7 @@ def table(rows, machine, command):
     out = [f"Machine: {machine}. Command: `{command}`.", "",
            "| scenario | PerfTest options | Warren msg/s | RabbitMQ msg/s | Warren/RabbitMQ | Warren latency (median, consumer / confirm) | RabbitMQ latency (median, consumer / confirm) |",
            "| --- | --- | ---: | ---: | ---: | --- | --- |"]
-    def key(sc):
-        if sc.startswith("s") and sc[1:].isdigit():
-            return (0, int(sc[1:]), sc)
-        return (1, 0, sc)
-    for sc in sorted(rows, key=key):
+    for sc in sorted(rows, key=scenario_key):
         w, r = rows[sc].get("warren", []), rows[sc].get("rabbitmq", [])
         wr, rr = mean([e[0] for e in w]), mean([e[0] for e in r])
         ratio = f"{wr / rr:.2f}x" if wr and rr else "-"
@@ -58,6 +55,36 @@ def table(rows, machine, command):
         rl = f"{fmt_lat(r, 1)} / {fmt_lat(r, 2)}" if r else "-"
         out.append(f"| {sc} | {OPTIONS.get(sc, '')} | {wr:,.0f}{unit} | {rr:,.0f}{unit} | {ratio} | {wl} | {rl} |")
     return "\n".join(out)
+
+
+def cpu_table(rows):
+    """CPU per message: the broker process and PerfTest's working threads,
+    median over the passes; empty if the run measured none."""
+    scs = [sc for sc in sorted(rows, key=scenario_key)
+           if any(median_of(rows[sc].get(b, []), 3) for b in ("warren", "rabbitmq"))]
+    if not scs:
+        return ""
+    out = ["", "", "CPU per message received, between PerfTest's per-second reports at a third of each pass and"
+           " two seconds before its end (median over the passes): the broker process, all its threads, system time"
+           " included (a thread's share of loopback TCP counts); PerfTest's producer, consumer and connection"
+           " threads; idle: the share of the machine's CPU time nobody used.", "",
+           "| scenario | Warren µs/msg | RabbitMQ µs/msg | RabbitMQ/Warren | PerfTest µs/msg, on Warren | PerfTest µs/msg, on RabbitMQ | idle, Warren / RabbitMQ |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    def cell(v, fmt, unit=""):
+        return format(v, fmt) + unit if v else "-"
+    for sc in scs:
+        w, r = rows[sc].get("warren", []), rows[sc].get("rabbitmq", [])
+        wb, rb = median_of(w, 3), median_of(r, 3)
+        ratio = f"{rb / wb:.2f}x" if wb and rb else "-"
+        out.append(f"| {sc} | {cell(wb, '.2f')} | {cell(rb, '.2f')} | {ratio} | {cell(median_of(w, 4), '.2f')} |"
+                   f" {cell(median_of(r, 4), '.2f')} | {cell(median_of(w, 5), '.0f', '%')} / {cell(median_of(r, 5), '.0f', '%')} |")
+    return "\n".join(out)
+
+
+def scenario_key(sc):
+    if sc.startswith("s") and sc[1:].isdigit():
+        return (0, int(sc[1:]), sc)
+    return (1, 0, sc)
 
 
 def targets(rows):
@@ -86,7 +113,10 @@ def targets(rows):
         if wa and wb:
             gap = (wb - wa) / wb
             side = f"{gap:.1%} below" if gap >= 0 else f"{-gap:.1%} above"
-            out.append(f"- {a} on Warren: {side} {b} ({what}; target: within {limit:.0%}): {verdict(gap <= limit)}")
+            ca, cb = median_of(rows[a]["warren"], 4), median_of(rows[b]["warren"], 4)
+            client = f"; PerfTest's own CPU: {ca:.2f} µs/msg in {a}, {cb:.2f} in {b}" if ca and cb else ""
+            out.append(f"- {a} on Warren: {side} {b} ({what}; target: within {limit:.0%}{client}):"
+                       f" {verdict(gap <= limit)}")
     fill = [k for k in rows if k.startswith("backlog-fill-")]
     for k in fill:
         n = k[len("backlog-fill-"):]
@@ -151,7 +181,7 @@ def main():
         write_docs(a.write_docs, a.table_file)
         return
     rows = load(a.results)
-    print(table(rows, a.machine, a.command) + targets(rows))
+    print(table(rows, a.machine, a.command) + cpu_table(rows) + targets(rows))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 # RabbitMQ PerfTest. Installs what it needs (rabbitmq-server from Debian,
 # PerfTest 2.22.1 from Maven Central), runs every scenario BENCH_PASSES times
 # per broker, and prints one Markdown table with both brokers and the ratio,
-# then the broker issue's targets with this run's figures (hack/bench/table.py).
+# a second one with the CPU each message cost the broker and PerfTest
+# (hack/bench/cpu.sh), then the broker issue's targets with this run's
+# figures (hack/bench/table.py).
 #
 # Environment:
 #   BENCH_DURATION=20     seconds per timed scenario

@@ -121,14 +121,15 @@ want() { [ "$SCENARIOS" = all ] || [[ ",$SCENARIOS," == *",$1,"* ]]; }
 # before its end (warmed up, still running) it measures the CPU per message
 # of the broker and of PerfTest's working threads (hack/bench/cpu.sh).
 run_timed() {
-  local broker=$1 sc=$2 pass=$3 out rate sent lat clat t0 st pt ta tb ca cb n cpu
+  local broker=$1 sc=$2 pass=$3 out rate sent lat clat t0 st pt ta tb ca cb n cpu started
   local file=$OUT/perftest-$broker-$sc.out
   t0=$(cpu_ticks)
+  started=$(date +%s.%N)
   "${PERFTEST[@]}" ${SCEN[$sc]} -z "$DURATION" >"$file" 2>&1 &
   pt=$!
-  ta=$(await_report "$file" "$pt" $(( DURATION / 3 > 2 ? DURATION / 3 : 2 )))
+  ta=$(await_report "$file" "$pt" $(( DURATION / 3 > 2 ? DURATION / 3 : 2 )) "$started")
   ca=$(cpu_sample "$BROKER_PID" "$pt")
-  tb=$(await_report "$file" "$pt" $(( DURATION - 2 )))
+  tb=$(await_report "$file" "$pt" $(( DURATION - 2 )) "$started")
   cb=$(cpu_sample "$BROKER_PID" "$pt")
   wait "$pt" || true
   out=$(cat "$file")

@@ -48,14 +48,19 @@ received_between() {
     END { printf "%d\n", n }' "$1"
 }
 
-# await_report OUTPUT PID T waits until PerfTest (process PID, writing
-# OUTPUT) has printed its per-second line for T seconds or later, and prints
-# that line's time; it prints nothing if PerfTest ended first.
+# await_report OUTPUT PID T STARTED waits until PerfTest (process PID,
+# launched at STARTED, date +%s.%N, writing OUTPUT) has printed its
+# per-second line for T seconds or later, and prints that line's time; it
+# prints nothing if PerfTest ended first. It sleeps until a second before
+# that line is due (PerfTest's clock starts after the JVM's), then looks ten
+# times a second: the run is not disturbed by it.
 await_report() {
-  local t
-  while kill -0 "$2" 2>/dev/null; do
-    t=$(grep -o ' time [0-9.]* s, sent' "$1" 2>/dev/null | tail -1 | awk '{print $2}')
-    if [ -n "$t" ] && awk -v t="$t" -v w="$3" 'BEGIN { exit !(t + 0 >= w + 0) }'; then echo "$t"; return; fi
-    sleep 0.05
+  local t give_up=$(( SECONDS + $3 + 60 ))
+  sleep "$(awk -v s="$4" -v t="$3" -v now="$(date +%s.%N)" 'BEGIN { d = s + t - 1 - now; printf "%.2f", (d > 0 ? d : 0) }')"
+  while kill -0 "$2" 2>/dev/null && [ "$SECONDS" -lt "$give_up" ]; do
+    t=$(awk -v w="$3" '/ time [0-9.]+ s, sent: / { t = $0; sub(/.* time /, "", t); sub(/ s,.*/, "", t) }
+      END { if (t != "" && t + 0 >= w + 0) print t }' "$1" 2>/dev/null) || t=""
+    if [ -n "$t" ]; then echo "$t"; return; fi
+    sleep 0.1
   done
 }

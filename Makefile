@@ -25,8 +25,10 @@ run:
 ## test: every test: vet, unit and integration tests over real sockets, brief fuzzing
 test: lint-vet test-go test-fuzz
 
+# The broker and its tools also build on macOS (and the BSDs): vet them for darwin too.
 lint-vet:
 	$(GO) vet ./...
+	GOOS=darwin GOARCH=arm64 $(GO) vet ./broker/... ./cmd/warren ./cmd/warren-perf
 
 test-go:
 	$(GO) test -count=1 -timeout 20m ./...

@@ -3,12 +3,10 @@ package streamlog
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 )
 
 // createSegment creates the segment and index files starting at base.
@@ -211,16 +209,6 @@ func (l *Log) applyTracking(h *Header, b []byte) {
 	}
 	if h.TrailerLen > 0 {
 		_ = walkTracking(b[ds+int64(h.DataLen):], fn)
-	}
-}
-
-// fdatasync flushes a file's data (and the metadata needed to read it).
-func fdatasync(f *os.File) error {
-	for {
-		err := syscall.Fdatasync(int(f.Fd()))
-		if !errors.Is(err, syscall.EINTR) {
-			return err
-		}
 	}
 }
 

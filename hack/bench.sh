@@ -145,7 +145,9 @@ run_timed() {
   lat=$(grep 'consumer latency' <<<"$out" | tail -1 | sed -E 's#.* ([0-9]+)/([0-9]+)/([0-9]+)/([0-9]+)/([0-9]+) µs#\2#' || true)
   clat=$(grep 'confirm latency' <<<"$out" | tail -1 | sed -E 's#.* ([0-9]+)/([0-9]+)/([0-9]+)/([0-9]+)/([0-9]+) µs#\2#' || true)
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$broker" "$sc" "$pass" "${rate:-0}" "${lat:--}" "${clat:--}" "${cpu// /$'\t'}" >> "$RESULTS"
-  log "$broker $sc pass $pass: ${rate} msg/s, consumer latency median ${lat:--} µs, confirm latency median ${clat:--} µs, CPU µs/msg broker ${cpu%% *} PerfTest $(cut -d' ' -f2 <<<"$cpu"), ${cpu##* }% idle$([ "$st" -ge 5 ] && echo ", $st% of the CPU stolen by the hypervisor")"
+  local cpulog="CPU not measured (run too short)"
+  [ "$cpu" != "- - -" ] && cpulog="CPU µs/msg broker ${cpu%% *} PerfTest $(cut -d' ' -f2 <<<"$cpu"), ${cpu##* }% idle"
+  log "$broker $sc pass $pass: ${rate} msg/s, consumer latency median ${lat:--} µs, confirm latency median ${clat:--} µs, $cpulog$([ "$st" -ge 5 ] && echo ", $st% of the CPU stolen by the hypervisor")"
 }
 
 # run_backlog BROKER PASS N: fill N persistent 100-byte messages by two

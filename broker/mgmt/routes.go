@@ -33,6 +33,7 @@ func (s *Server) routes() {
 	s.handle("PUT /api/queues/{vhost}/{name}", levelPolicy, s.putQueue)
 	s.handle("DELETE /api/queues/{vhost}/{name}", levelPolicy, s.deleteQueue)
 	s.handle("DELETE /api/queues/{vhost}/{name}/contents", levelPolicy, s.purgeQueue)
+	s.handle("POST /api/queues/{vhost}/{name}/get", levelRead, s.getMessages)
 
 	s.handle("GET /api/exchanges", levelRead, s.listExchanges)
 	s.handle("GET /api/exchanges/{vhost}", levelRead, s.listExchanges)

@@ -7,7 +7,10 @@
 // buffer to the socket, flushing when the buffer runs dry rather than per
 // message. Queue goroutines write deliveries straight into that buffer (and
 // so does a reader whose lone publish an idle classic queue takes on the
-// reader's goroutine: queue.InlinePublisher, after the confirms). On
+// reader's goroutine: queue.InlinePublisher). Confirms a channel gives at
+// enqueue (no fsync due, no queue that may refuse) go out once every queue
+// has the message, before its deliveries: a basic.get that follows a
+// confirm finds the message, on any connection. On
 // plain TCP the reader reads, and small batches are written inline, through
 // sockio; while a consumer waits for the client's ack (its prefetch used up)
 // the reader busy-polls the socket for it briefly (Config.BusyPoll) before it

@@ -238,14 +238,23 @@ func (c *conn) flushPublishes(ctx context.Context) error {
 	}
 	qs := c.batch.queues
 	c.batch = publishBatch{queues: qs[:0:0]}
-	c.flush() // confirms given at enqueue go first
-	for _, qb := range qs {
-		// The reader holds no lock here: an idle queue may take the
-		// batch on this goroutine.
+	// The confirms the channels gave at enqueue go out once every queue
+	// has its messages (a basic.get that follows a confirm finds the
+	// message, as with RabbitMQ), and before a lone message's deliveries
+	// when its turn runs here. The reader holds no lock here: an idle
+	// queue may take the batch on this goroutine.
+	for i, qb := range qs {
+		var enqueued func()
+		if i == len(qs)-1 {
+			enqueued = c.flush
+		}
 		if ip, ok := qb.q.(queue.InlinePublisher); ok {
-			ip.PublishInline(qb.pubs)
+			ip.PublishInline(qb.pubs, enqueued)
 		} else {
 			qb.q.Publish(qb.pubs)
+			if enqueued != nil {
+				enqueued()
+			}
 		}
 	}
 	c.flush() // before any Throttle wait

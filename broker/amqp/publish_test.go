@@ -562,3 +562,48 @@ func unackedOverHTTP(t *testing.T, n *brokertest.Node, queue string) int {
 	}
 	return *q.Unacked
 }
+
+// A confirm says the queues have the message: a basic.get on another
+// connection right after it finds it, for a lone publish into an idle queue
+// (whose turn runs on the reader) and for a fanout to two queues alike.
+func TestConfirmedMessageIsVisibleToGet(t *testing.T) {
+	tests := []struct {
+		name   string
+		queues []string
+	}{
+		{"one queue", []string{"seen"}},
+		{"fanout to two queues", []string{"seen.a", "seen.b"}},
+	}
+	n := brokertest.Start(t)
+	pub, get := n.Channel(t), n.Channel(t)
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ex := "fan." + tt.queues[0]
+			if err := pub.ExchangeDeclare(ex, "fanout", false, true, false, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range tt.queues {
+				declare(t, pub, q, true, nil)
+				if err := pub.QueueBind(q, "", ex, false, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 300 {
+				body := fmt.Sprint(i)
+				dc, err := pub.PublishWithDeferredConfirmWithContext(context.Background(), ex, "", false, false, amqp091.Publishing{Body: []byte(body)})
+				if err != nil || !dc.Wait() {
+					t.Fatalf("publish %d: %v", i, err)
+				}
+				for _, q := range tt.queues {
+					d, ok, err := get.Get(q, true)
+					if err != nil || !ok || string(d.Body) != body {
+						t.Fatalf("get from %s after confirm %d: ok %v err %v body %q", q, i, ok, err, d.Body)
+					}
+				}
+			}
+		})
+	}
+}

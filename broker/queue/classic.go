@@ -156,6 +156,7 @@ type cmd struct {
 	ctx      context.Context
 	err      error
 	reply    chan result
+	enqueued func() // cPublish run inline: called once pubs are in the queue
 }
 
 type result struct {
@@ -261,23 +262,31 @@ func (q *Classic) Publish(batch []Publish) {
 
 // PublishInline implements InlinePublisher: a lone message's turn runs on
 // the caller's goroutine when no turn is under way and the inbox is empty
-// (turnMu keeps turns one at a time and in order); otherwise it is Publish.
-// Larger batches go to the loop, which applies them while the caller reads
-// on: inlining them too made a publisher with 100 confirms in flight slower.
-func (q *Classic) PublishInline(batch []Publish) {
+// (turnMu keeps turns one at a time and in order), calling enqueued between
+// its enqueue and its deliveries; otherwise it is Publish, and enqueued is
+// called once the batch is in the inbox (where a later Get or turn finds
+// it). Larger batches go to the loop, which applies them while the caller
+// reads on: inlining them too made a publisher with 100 confirms in flight
+// slower.
+func (q *Classic) PublishInline(batch []Publish, enqueued func()) {
+	if enqueued == nil {
+		enqueued = func() {}
+	}
 	if len(batch) > 1 {
 		q.Publish(batch)
+		enqueued()
 		return
 	}
 	q.mu.Lock()
 	if q.stopped || len(q.inbox) > 0 || !q.turnMu.TryLock() {
 		q.mu.Unlock()
 		q.Publish(batch)
+		enqueued()
 		return
 	}
 	q.turnMsgs = int64(len(batch))
 	q.mu.Unlock()
-	q.turn([]cmd{{kind: cPublish, pubs: batch}})
+	q.turn([]cmd{{kind: cPublish, pubs: batch, enqueued: enqueued}})
 	q.turnMu.Unlock()
 }
 

@@ -24,7 +24,7 @@ func TestPublishInlineDeliversAndConfirmsBeforeReturning(t *testing.T) {
 			conf := &confirms{ack: map[uint64]bool{}}
 			// The queue is idle once Consume has returned: the publish
 			// runs on this goroutine.
-			f.q.PublishInline([]Publish{{Msg: f.msg("a", false), Confirm: conf, Tag: 7}})
+			f.q.PublishInline([]Publish{{Msg: f.msg("a", false), Confirm: conf, Tag: 7}}, nil)
 			c.mu.Lock()
 			got := len(c.got)
 			c.mu.Unlock()
@@ -38,6 +38,51 @@ func TestPublishInlineDeliversAndConfirmsBeforeReturning(t *testing.T) {
 				t.Fatalf("confirm when PublishInline returned: %v (given: %v), want an ack", ok, confirmed)
 			}
 		})
+	}
+}
+
+// enqueued is where a publisher's confirms given at enqueue go out: after
+// the message is in the queue, before it is delivered.
+func TestPublishInlineCallsEnqueuedBetweenEnqueueAndDelivery(t *testing.T) {
+	f := open(t, t.TempDir(), Info{Name: "q", Durable: true}, nil, 100)
+	c := newConsumer(-1, false)
+	if err := f.q.Consume(context.Background(), c, ConsumeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	calls, deliveredBefore := 0, -1
+	f.q.PublishInline([]Publish{{Msg: f.msg("a", false)}}, func() {
+		calls++
+		c.mu.Lock()
+		deliveredBefore = len(c.got)
+		c.mu.Unlock()
+	})
+	c.mu.Lock()
+	deliveredAfter := len(c.got)
+	c.mu.Unlock()
+	if calls != 1 || deliveredBefore != 0 || deliveredAfter != 1 {
+		t.Fatalf("enqueued called %d times with %d deliveries made, %d after PublishInline; want once, 0, 1", calls, deliveredBefore, deliveredAfter)
+	}
+}
+
+// When the turn does not run inline, enqueued is called once the batch is
+// in the inbox: a Get from then on finds it.
+func TestPublishInlineCallsEnqueuedOncePosted(t *testing.T) {
+	f := open(t, t.TempDir(), Info{Name: "q"}, nil, 100)
+	calls := 0
+	var got []string
+	f.q.PublishInline([]Publish{{Msg: f.msg("a", false)}, {Msg: f.msg("b", false)}}, func() {
+		calls++
+		for range 2 {
+			d, ok, err := f.q.Get(context.Background(), true)
+			if err != nil || !ok {
+				t.Errorf("Get after enqueued: ok %v, err %v", ok, err)
+				return
+			}
+			got = append(got, string(d.Msg.Body))
+		}
+	})
+	if calls != 1 || fmt.Sprint(got) != "[a b]" {
+		t.Fatalf("enqueued called %d times, got %v; want once, [a b]", calls, got)
 	}
 }
 
@@ -68,7 +113,7 @@ func TestPublishInlineKeepsOrderWithPublish(t *testing.T) {
 					n++
 				}
 				if tt.inline(i) {
-					f.q.PublishInline(batch)
+					f.q.PublishInline(batch, nil)
 				} else {
 					f.q.Publish(batch)
 				}

@@ -62,6 +62,9 @@ func (q *Classic) turn(cmds []cmd) bool {
 					}
 				}
 			}
+			if c.enqueued != nil {
+				c.enqueued()
+			}
 		case cAck:
 			q.settle(c.seqs, false)
 		case cRequeue:

@@ -163,7 +163,10 @@ type Queue interface {
 type InlinePublisher interface {
 	// PublishInline is Publish, except that the queue may apply the batch
 	// on the caller's goroutine before returning: enqueue it, confirm it
-	// where no fsync is due and deliver to consumers. The caller must hold
-	// no lock that a Confirmer or a Consumer takes.
-	PublishInline(batch []Publish)
+	// where no fsync is due and deliver to consumers. enqueued, unless nil,
+	// is called once the batch is in the queue (a Get or a consumer after
+	// that finds it) and before any delivery of it: a publisher's confirms
+	// given at enqueue go out then. The caller must hold no lock that a
+	// Confirmer, a Consumer or enqueued takes.
+	PublishInline(batch []Publish, enqueued func())
 }

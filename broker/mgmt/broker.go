@@ -20,6 +20,8 @@ type Broker interface {
 	// Alarms lists active resource alarms ("memory", "disk").
 	Alarms() []string
 	Counters() *amqp.Counters
+	// NewMessageID returns a node-unique message id (for HTTP publishes).
+	NewMessageID() uint64
 	// Listeners maps protocol ("amqp", "http", ...) to listen address.
 	Listeners() map[string]string
 	// Ready reports whether the node has recovered and listens.

@@ -38,6 +38,7 @@ func (s *Server) routes() {
 	s.handle("GET /api/exchanges", levelRead, s.listExchanges)
 	s.handle("GET /api/exchanges/{vhost}", levelRead, s.listExchanges)
 	s.handle("GET /api/exchanges/{vhost}/{name}", levelRead, s.getExchange)
+	s.handle("POST /api/exchanges/{vhost}/{name}/publish", levelRead, s.publishMessage)
 	s.handle("PUT /api/exchanges/{vhost}/{name}", levelPolicy, s.putExchange)
 	s.handle("DELETE /api/exchanges/{vhost}/{name}", levelPolicy, s.deleteExchange)
 

@@ -117,29 +117,16 @@ func TestGetMessages(t *testing.T) {
 	}
 }
 
-func TestGetMessagesRefused(t *testing.T) {
-	n := brokertest.Start(t)
-	a := newAPI(t, n)
-	a.must("PUT", "/api/queues/%2F/work", map[string]any{"durable": true}, 201)
-	a.must("PUT", "/api/queues/%2F/log", map[string]any{"durable": true, "arguments": map[string]any{"x-queue-type": "stream"}}, 201)
-	a.must("PUT", "/api/users/watcher", map[string]any{"password": "pw", "tags": "monitoring"}, 201)
-	a.must("PUT", "/api/permissions/%2F/watcher", map[string]any{"configure": "", "write": "", "read": "^other$"}, 201)
-	publishConfirmed(t, n.Channel(t), "work", amqp091.Publishing{Body: []byte("keep")})
-	ok := map[string]any{"count": 1, "ackmode": "ack_requeue_false", "encoding": "auto"}
-	tests := []struct {
-		name, user, path string
-		body             map[string]any
-		want             int
-	}{
-		{"no count", "guest", "/api/queues/%2F/work/get", map[string]any{"ackmode": "ack_requeue_false", "encoding": "auto"}, 400},
-		{"negative count", "guest", "/api/queues/%2F/work/get", map[string]any{"count": -1, "ackmode": "ack_requeue_false", "encoding": "auto"}, 400},
-		{"unknown ackmode", "guest", "/api/queues/%2F/work/get", map[string]any{"count": 1, "ackmode": "ack", "encoding": "auto"}, 400},
-		{"unknown encoding", "guest", "/api/queues/%2F/work/get", map[string]any{"count": 1, "ackmode": "ack_requeue_false", "encoding": "hex"}, 400},
-		{"unknown queue", "guest", "/api/queues/%2F/nope/get", ok, 404},
-		{"unknown vhost", "guest", "/api/queues/nope/work/get", ok, 404},
-		{"no read permission", "watcher", "/api/queues/%2F/work/get", ok, 401},
-		{"stream queue", "guest", "/api/queues/%2F/log/get", ok, 400},
-	}
+// refusedPost is a POST the API must refuse with status want; user is
+// "guest" (administrator) or "watcher" (password "pw", set up by the test).
+type refusedPost struct {
+	name, user, path string
+	body             map[string]any
+	want             int
+}
+
+func runRefused(t *testing.T, n *brokertest.Node, tests []refusedPost) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newAPI(t, n)
@@ -151,6 +138,28 @@ func TestGetMessagesRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestGetMessagesRefused(t *testing.T) {
+	n := brokertest.Start(t)
+	a := newAPI(t, n)
+	a.must("PUT", "/api/queues/%2F/work", map[string]any{"durable": true}, 201)
+	a.must("PUT", "/api/queues/%2F/log", map[string]any{"durable": true, "arguments": map[string]any{"x-queue-type": "stream"}}, 201)
+	a.must("PUT", "/api/users/watcher", map[string]any{"password": "pw", "tags": "monitoring"}, 201)
+	a.must("PUT", "/api/permissions/%2F/watcher", map[string]any{"configure": "", "write": "", "read": "^other$"}, 201)
+	publishConfirmed(t, n.Channel(t), "work", amqp091.Publishing{Body: []byte("keep")})
+	ok := map[string]any{"count": 1, "ackmode": "ack_requeue_false", "encoding": "auto"}
+	tests := []refusedPost{
+		{"no count", "guest", "/api/queues/%2F/work/get", map[string]any{"ackmode": "ack_requeue_false", "encoding": "auto"}, 400},
+		{"negative count", "guest", "/api/queues/%2F/work/get", map[string]any{"count": -1, "ackmode": "ack_requeue_false", "encoding": "auto"}, 400},
+		{"unknown ackmode", "guest", "/api/queues/%2F/work/get", map[string]any{"count": 1, "ackmode": "ack", "encoding": "auto"}, 400},
+		{"unknown encoding", "guest", "/api/queues/%2F/work/get", map[string]any{"count": 1, "ackmode": "ack_requeue_false", "encoding": "hex"}, 400},
+		{"unknown queue", "guest", "/api/queues/%2F/nope/get", ok, 404},
+		{"unknown vhost", "guest", "/api/queues/nope/work/get", ok, 404},
+		{"no read permission", "watcher", "/api/queues/%2F/work/get", ok, 401},
+		{"stream queue", "guest", "/api/queues/%2F/log/get", ok, 400},
+	}
+	runRefused(t, n, tests)
 	// None of those took the message.
 	a.waitReady("work", 1)
 }

@@ -171,53 +171,39 @@ func displayExchange(name string) string {
 // numbers or strings, as the management UI sends them.
 func propertiesFromJSON(in map[string]any) (wire.Properties, error) {
 	var p wire.Properties
+	strs := map[string]*string{
+		"content_type": &p.ContentType, "content_encoding": &p.ContentEncoding,
+		"correlation_id": &p.CorrelationId, "reply_to": &p.ReplyTo, "expiration": &p.Expiration,
+		"message_id": &p.MessageId, "type": &p.Type, "user_id": &p.UserId, "app_id": &p.AppId,
+		"cluster_id": &p.ClusterId,
+	}
+	octets := map[string]*uint8{"delivery_mode": &p.DeliveryMode, "priority": &p.Priority}
 	for k, val := range in {
 		var err error
-		switch k {
-		case "content_type":
-			p.ContentType, err = shortstr(k, val)
-		case "content_encoding":
-			p.ContentEncoding, err = shortstr(k, val)
-		case "correlation_id":
-			p.CorrelationId, err = shortstr(k, val)
-		case "reply_to":
-			p.ReplyTo, err = shortstr(k, val)
-		case "expiration":
-			p.Expiration, err = shortstr(k, val)
-		case "message_id":
-			p.MessageId, err = shortstr(k, val)
-		case "type":
-			p.Type, err = shortstr(k, val)
-		case "user_id":
-			p.UserId, err = shortstr(k, val)
-		case "app_id":
-			p.AppId, err = shortstr(k, val)
-		case "cluster_id":
-			p.ClusterId, err = shortstr(k, val)
-		case "delivery_mode", "priority":
-			var n int
+		var n int
+		if dst, ok := strs[k]; ok {
+			*dst, err = shortstr(k, val)
+		} else if dst, ok := octets[k]; ok {
 			if n, err = intField(k, val, true); err == nil && n > 255 {
 				err = fmt.Errorf("%w: %s must be at most 255", errBadRequest, k)
 			}
-			if k == "delivery_mode" {
-				p.DeliveryMode = uint8(n)
-			} else {
-				p.Priority = uint8(n)
+			*dst = uint8(n)
+		} else {
+			switch k {
+			case "timestamp":
+				n, err = intField(k, val, true)
+				p.Timestamp = uint64(n)
+			case "headers":
+				h, ok := normalizeNumbers(val).(map[string]any)
+				if !ok && val != nil {
+					err = fmt.Errorf("%w: headers must be an object", errBadRequest)
+				}
+				if len(h) > 0 {
+					p.Headers = wire.Table(h)
+				}
+			default:
+				err = fmt.Errorf("%w: unknown property %q", errBadRequest, k)
 			}
-		case "timestamp":
-			var n int
-			n, err = intField(k, val, true)
-			p.Timestamp = uint64(n)
-		case "headers":
-			h, ok := normalizeNumbers(val).(map[string]any)
-			if !ok && val != nil {
-				err = fmt.Errorf("%w: headers must be an object", errBadRequest)
-			}
-			if len(h) > 0 {
-				p.Headers = wire.Table(h)
-			}
-		default:
-			err = fmt.Errorf("%w: unknown property %q", errBadRequest, k)
 		}
 		if err != nil {
 			return wire.Properties{}, err

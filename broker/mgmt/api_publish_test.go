@@ -99,11 +99,7 @@ func TestPublishMessageRefused(t *testing.T) {
 		}
 		return m
 	}
-	tests := []struct {
-		name, user, path string
-		body             map[string]any
-		want             int
-	}{
+	tests := []refusedPost{
 		{"no payload", "guest", "/api/exchanges/%2F/amq.default/publish", map[string]any{"routing_key": "work", "payload_encoding": "string"}, 400},
 		{"unknown payload encoding", "guest", "/api/exchanges/%2F/amq.default/publish", msg(map[string]any{"payload_encoding": "hex"}), 400},
 		{"bad base64", "guest", "/api/exchanges/%2F/amq.default/publish", msg(map[string]any{"payload_encoding": "base64", "payload": "!!"}), 400},
@@ -116,17 +112,7 @@ func TestPublishMessageRefused(t *testing.T) {
 		{"internal exchange", "guest", "/api/exchanges/%2F/hidden/publish", msg(nil), 401},
 		{"no write permission", "watcher", "/api/exchanges/%2F/amq.default/publish", msg(nil), 401},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b := newAPI(t, n)
-			if tt.user == "watcher" {
-				b.user, b.pass = "watcher", "pw"
-			}
-			if code, body := b.do("POST", tt.path, tt.body); code != tt.want {
-				t.Fatalf("status %d, want %d: %s", code, tt.want, body)
-			}
-		})
-	}
+	runRefused(t, n, tests)
 	// None of those reached the queue.
 	a.waitReady("work", 0)
 }

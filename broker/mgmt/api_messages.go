@@ -64,7 +64,7 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, u meta.User
 			fmt.Sprintf("access to queue '%s' in vhost '%s' refused for user '%s'", name, v.Name(), u.Name))
 		return
 	}
-	q, err := v.Queue(name, 0)
+	q, err := v.Queue(name, apiOwner)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -90,6 +90,11 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, u meta.User
 	settle(q, seqs)
 	writeJSON(w, http.StatusOK, out)
 }
+
+// apiOwner is the HTTP API's owner id for vhost.Queue: no connection has
+// it, so an exclusive queue is always another's (resource-locked), as it is
+// for a RabbitMQ management get.
+const apiOwner = math.MaxUint64
 
 // settlerFor maps an ackmode onto what happens to the messages a get took.
 func settlerFor(mode string) (func(q queue.Queue, seqs []uint64), error) {

@@ -148,6 +148,11 @@ func TestGetMessagesRefused(t *testing.T) {
 	a.must("PUT", "/api/users/watcher", map[string]any{"password": "pw", "tags": "monitoring"}, 201)
 	a.must("PUT", "/api/permissions/%2F/watcher", map[string]any{"configure": "", "write": "", "read": "^other$"}, 201)
 	publishConfirmed(t, n.Channel(t), "work", amqp091.Publishing{Body: []byte("keep")})
+	owner := n.Channel(t)
+	if _, err := owner.QueueDeclare("mine", false, false, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, owner, "mine", amqp091.Publishing{Body: []byte("private")})
 	ok := map[string]any{"count": 1, "ackmode": "ack_requeue_false", "encoding": "auto"}
 	tests := []refusedPost{
 		{"no count", "guest", "/api/queues/%2F/work/get", map[string]any{"ackmode": "ack_requeue_false", "encoding": "auto"}, 400},
@@ -158,8 +163,10 @@ func TestGetMessagesRefused(t *testing.T) {
 		{"unknown vhost", "guest", "/api/queues/nope/work/get", ok, 404},
 		{"no read permission", "watcher", "/api/queues/%2F/work/get", ok, 401},
 		{"stream queue", "guest", "/api/queues/%2F/log/get", ok, 400},
+		{"another connection's exclusive queue", "guest", "/api/queues/%2F/mine/get", ok, 400},
 	}
 	runRefused(t, n, tests)
-	// None of those took the message.
+	// None of those took a message.
 	a.waitReady("work", 1)
+	a.waitReady("mine", 1)
 }

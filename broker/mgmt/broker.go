@@ -1,6 +1,8 @@
 package mgmt
 
 import (
+	"time"
+
 	"github.com/warrenmq/warren/broker/amqp"
 	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/vhost"
@@ -22,8 +24,22 @@ type Broker interface {
 	Counters() *amqp.Counters
 	// NewMessageID returns a node-unique message id (for HTTP publishes).
 	NewMessageID() uint64
+	// Resources is the node's last resource sample and its alarm limits.
+	Resources() NodeResources
 	// Listeners maps protocol ("amqp", "http", ...) to listen address.
 	Listeners() map[string]string
 	// Ready reports whether the node has recovered and listens.
 	Ready() bool
+}
+
+// NodeResources is what a node's resource watch last measured (every
+// second), with the limits that raise its alarms.
+type NodeResources struct {
+	StartedAt     time.Time
+	MemUsed       int64 // Go heap objects: the figure the memory alarm compares
+	MemLimit      int64 // 0: no memory alarm
+	DiskFree      int64 // bytes available to the data directory; -1 unknown
+	DiskFreeLimit int64
+	MemAlarm      bool
+	DiskAlarm     bool
 }

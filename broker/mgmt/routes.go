@@ -5,6 +5,8 @@ import "net/http"
 func (s *Server) routes() {
 	s.handle("GET /api/overview", levelRead, s.overview)
 	s.handle("GET /api/whoami", levelRead, s.whoami)
+	s.handle("GET /api/nodes", levelRead, s.listNodes)
+	s.handle("GET /api/nodes/{name}", levelRead, s.getNode)
 
 	s.handle("GET /api/vhosts", levelRead, s.listVhosts)
 	s.handle("GET /api/vhosts/{vhost}", levelRead, s.getVhost)

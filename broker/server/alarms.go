@@ -5,7 +5,20 @@ import (
 	"runtime/metrics"
 	"syscall"
 	"time"
+
+	"github.com/warrenmq/warren/broker/mgmt"
 )
+
+// Resources implements mgmt.Broker: the last sample of the resource watch
+// (every second) with the limits that raise the alarms.
+func (b *Broker) Resources() mgmt.NodeResources {
+	b.alarmMu.Lock()
+	defer b.alarmMu.Unlock()
+	r := b.resources
+	r.StartedAt, r.MemLimit, r.DiskFreeLimit = b.startedAt, b.memoryLimit, b.cfg.Limits.DiskFreeLimit
+	r.MemAlarm, r.DiskAlarm = b.memAlarm, b.diskAlarm
+	return r
+}
 
 // Alarms returns the active resource alarms ("memory", "disk").
 func (b *Broker) Alarms() []string {
@@ -33,12 +46,14 @@ func (b *Broker) watchResources(ctx context.Context) {
 		heap := int64(samples[0].Value.Uint64())
 		mem := b.memoryLimit > 0 && heap > b.memoryLimit
 		disk := false
+		free := int64(-1)
 		var st syscall.Statfs_t
 		if err := syscall.Statfs(b.cfg.DataDir, &st); err == nil {
-			free := int64(st.Bavail) * int64(st.Bsize)
+			free = int64(st.Bavail) * int64(st.Bsize)
 			disk = free < b.cfg.Limits.DiskFreeLimit
 		}
 		b.alarmMu.Lock()
+		b.resources.MemUsed, b.resources.DiskFree = heap, free
 		changed := mem != b.memAlarm || disk != b.diskAlarm
 		b.memAlarm, b.diskAlarm = mem, disk
 		b.alarmMu.Unlock()

@@ -16,6 +16,7 @@ import (
 	"github.com/warrenmq/warren/broker/amqp"
 	"github.com/warrenmq/warren/broker/config"
 	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/mgmt"
 	"github.com/warrenmq/warren/broker/stream"
 	"github.com/warrenmq/warren/broker/vhost"
 )
@@ -55,9 +56,11 @@ type Broker struct {
 
 	ready       atomic.Bool
 	memoryLimit int64
+	startedAt   time.Time
 	alarmMu     sync.Mutex
 	memAlarm    bool
 	diskAlarm   bool
+	resources   mgmt.NodeResources // the last sample watchResources took; under alarmMu
 }
 
 // New opens the node's storage and recovers every vhost. It does not listen.
@@ -76,7 +79,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		return nil, fmt.Errorf("server: open metadata: %w", err)
 	}
 	b := &Broker{cfg: cfg, log: log, meta: m, vhosts: map[string]*vhost.Vhost{}, listeners: map[string]net.Listener{}}
-	b.msgID.Store(uint64(time.Now().UnixNano()))
+	b.startedAt = time.Now()
+	b.msgID.Store(uint64(b.startedAt.UnixNano()))
 	b.memoryLimit = cfg.Limits.MemoryHighWatermark
 	if b.memoryLimit == 0 {
 		b.memoryLimit = systemMemory() * 4 / 10

@@ -75,6 +75,7 @@ type conn struct {
 	// socket before it sleeps (Config.BusyPoll).
 	wantAcks atomic.Bool
 
+	flushFn     func()      // c.flush, bound once (a method value allocates): flushPublishes hands it to queues
 	wroteInline atomic.Bool // flushInline wrote since the writer's last heartbeat check
 	closeSent   atomic.Bool // we sent connection.close and wait for close-ok
 	blockedNow  atomic.Bool // connection.blocked was sent
@@ -106,6 +107,7 @@ func newConn(s *Server, id uint64, nc net.Conn) *conn {
 		c.sock = sock
 		c.r = wire.NewReader(sock, 64<<10)
 	}
+	c.flushFn = c.flush
 	c.acks.init()
 	c.state.Store("starting")
 	return c

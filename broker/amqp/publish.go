@@ -2,6 +2,8 @@ package amqp
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -12,6 +14,37 @@ import (
 	"github.com/warrenmq/warren/broker/queue"
 	"github.com/warrenmq/warren/broker/routing"
 )
+
+// The errors NewMessage wraps.
+var (
+	ErrMalformedProperties = errors.New("malformed content properties")
+	ErrInvalidExpiration   = errors.New("invalid expiration")
+)
+
+// NewMessage builds the message a publish with these raw basic properties
+// carries, accepted now: delivery mode 2 makes it persistent, the priority
+// property its priority, the expiration property (milliseconds) its expiry.
+// Errors wrap ErrMalformedProperties or ErrInvalidExpiration. The HTTP
+// API's publish builds its messages here too.
+func NewMessage(id uint64, exchange, key string, props, body []byte) (*message.Message, error) {
+	msg := &message.Message{ID: id, Exchange: exchange, RoutingKey: key, Props: props, Body: body, Timestamp: time.Now().UnixNano()}
+	if mode, err := wire.PropertiesDeliveryMode(props); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformedProperties, err)
+	} else if mode == 2 {
+		msg.Persistent = true
+	}
+	if prio, ok, err := wire.PropertiesPriority(props); err == nil && ok {
+		msg.Priority = prio
+	}
+	if exp, ok, err := wire.PropertiesExpiration(props); err == nil && ok {
+		ms, perr := strconv.ParseInt(exp, 10, 64)
+		if perr != nil || ms < 0 {
+			return nil, fmt.Errorf("%w '%s'", ErrInvalidExpiration, exp)
+		}
+		msg.Expiry = msg.Timestamp + ms*int64(time.Millisecond)
+	}
+	return msg, nil
+}
 
 // publishing is the content being assembled after basic.publish.
 type publishing struct {
@@ -95,28 +128,12 @@ func (ch *channel) finishPublish(ctx context.Context) error {
 	if err := ch.c.srv.waitUnblocked(ctx, ch.c.done); err != nil {
 		return err
 	}
-	msg := &message.Message{
-		ID:         ch.c.srv.backend.NewMessageID(),
-		Exchange:   p.exchange,
-		RoutingKey: p.key,
-		Props:      p.props,
-		Body:       p.body,
-		Timestamp:  time.Now().UnixNano(),
-	}
-	if mode, err := wire.PropertiesDeliveryMode(p.props); err != nil {
-		return newError(wire.FrameError, "malformed content properties: %v", err)
-	} else if mode == 2 {
-		msg.Persistent = true
-	}
-	if prio, ok, err := wire.PropertiesPriority(p.props); err == nil && ok {
-		msg.Priority = prio
-	}
-	if exp, ok, err := wire.PropertiesExpiration(p.props); err == nil && ok {
-		ms, perr := strconv.ParseInt(exp, 10, 64)
-		if perr != nil || ms < 0 {
-			return newError(wire.PreconditionFailed, "invalid expiration '%s'", exp)
-		}
-		msg.Expiry = msg.Timestamp + ms*int64(time.Millisecond)
+	msg, err := NewMessage(ch.c.srv.backend.NewMessageID(), p.exchange, p.key, p.props, p.body)
+	switch {
+	case errors.Is(err, ErrMalformedProperties):
+		return newError(wire.FrameError, "%v", err)
+	case err != nil:
+		return newError(wire.PreconditionFailed, "%v", err)
 	}
 	var headers map[string]any
 	if p.headers {
@@ -246,7 +263,7 @@ func (c *conn) flushPublishes(ctx context.Context) error {
 	for i, qb := range qs {
 		var enqueued func()
 		if i == len(qs)-1 {
-			enqueued = c.flush
+			enqueued = c.flushFn
 		}
 		if ip, ok := qb.q.(queue.InlinePublisher); ok {
 			ip.PublishInline(qb.pubs, enqueued)

@@ -98,27 +98,22 @@ const apiOwner = math.MaxUint64
 
 // settlerFor maps an ackmode onto what happens to the messages a get took.
 func settlerFor(mode string) (func(q queue.Queue, seqs []uint64), error) {
+	var settle func(queue.Queue, []uint64)
 	switch mode {
 	case "ack_requeue_true", "reject_requeue_true":
-		return func(q queue.Queue, seqs []uint64) {
-			if len(seqs) > 0 {
-				q.Requeue(seqs)
-			}
-		}, nil
+		settle = queue.Queue.Requeue
 	case "ack_requeue_false":
-		return func(q queue.Queue, seqs []uint64) {
-			if len(seqs) > 0 {
-				q.Ack(seqs)
-			}
-		}, nil
+		settle = queue.Queue.Ack
 	case "reject_requeue_false":
-		return func(q queue.Queue, seqs []uint64) {
-			if len(seqs) > 0 {
-				q.Reject(seqs)
-			}
-		}, nil
+		settle = queue.Queue.Reject
+	default:
+		return nil, fmt.Errorf("%w: ackmode must be ack_requeue_true, ack_requeue_false, reject_requeue_true or reject_requeue_false, not %q", errBadRequest, mode)
 	}
-	return nil, fmt.Errorf("%w: ackmode must be ack_requeue_true, ack_requeue_false, reject_requeue_true or reject_requeue_false, not %q", errBadRequest, mode)
+	return func(q queue.Queue, seqs []uint64) {
+		if len(seqs) > 0 {
+			settle(q, seqs)
+		}
+	}, nil
 }
 
 // intField reads a number the management UI may send as a JSON string.

@@ -5,10 +5,10 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
+	amqp "github.com/warrenmq/warren/broker/amqp"
 	"github.com/warrenmq/warren/broker/amqp/wire"
 	"github.com/warrenmq/warren/broker/message"
 	"github.com/warrenmq/warren/broker/meta"
@@ -97,19 +97,10 @@ func (s *Server) publishMessage(w http.ResponseWriter, r *http.Request, u meta.U
 			fmt.Sprintf("publishing is blocked by the %s alarm", strings.Join(alarms, " and ")))
 		return
 	}
-	raw := props.Append(nil)
-	msg := &message.Message{
-		ID: s.b.NewMessageID(), Exchange: exchange, RoutingKey: body.RoutingKey,
-		Props: raw, Body: payload, Timestamp: time.Now().UnixNano(),
-		Persistent: props.DeliveryMode == 2, Priority: props.Priority,
-	}
-	if props.Expiration != "" {
-		ms, err := strconv.ParseInt(props.Expiration, 10, 64)
-		if err != nil || ms < 0 {
-			writeErr(w, fmt.Errorf("%w: invalid expiration '%s'", errBadRequest, props.Expiration))
-			return
-		}
-		msg.Expiry = msg.Timestamp + ms*int64(time.Millisecond)
+	msg, err := amqp.NewMessage(s.b.NewMessageID(), exchange, body.RoutingKey, props.Append(nil), payload)
+	if err != nil {
+		writeErr(w, fmt.Errorf("%w: %v", errBadRequest, err))
+		return
 	}
 	qs, err := v.Route(exchange, body.RoutingKey, props.Headers, nil)
 	if err != nil {

@@ -10,7 +10,7 @@ DATA_DIR ?= ./data
 FUZZTIME ?= 150000x
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build run test test-go test-fuzz test-java-stream e2e lint generate bench bench-streams clean images manifests chart-crds docs-crd controller-gen controller-gen-path helm helm-path envtest
+.PHONY: all build run test test-go test-fuzz test-security test-java-stream e2e lint generate bench bench-streams clean images manifests chart-crds docs-crd controller-gen controller-gen-path helm helm-path envtest
 
 all: build
 
@@ -42,6 +42,11 @@ test-fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
 	done
+
+## test-security: the security probe suite alone (part of make test too): malformed frames, clients
+## that never read, the HTTP API's authorization walk, client-chosen path names, a full disk
+test-security:
+	$(GO) test -count=1 -timeout 10m -run '^TestProbe' ./broker/...
 
 ## test-java-stream: drive a fresh broker with the official Java stream client (needs java and mvn)
 test-java-stream:

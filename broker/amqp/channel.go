@@ -7,6 +7,7 @@ import (
 
 	"github.com/warrenmq/warren/broker/amqp/wire"
 	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/queue"
 	"github.com/warrenmq/warren/broker/routing"
 	"github.com/warrenmq/warren/broker/vhost"
 )
@@ -245,7 +246,11 @@ func (ch *channel) exchangeDeclare(ctx context.Context, m *wire.ExchangeDeclare)
 			return err
 		}
 	}
-	err := ch.c.vh.DeclareExchange(ctx, vhost.ExchangeDecl{Name: m.Exchange, Type: m.Type, Passive: m.Passive, Durable: m.Durable, AutoDelete: m.AutoDelete, Internal: m.Internal, Args: m.Arguments})
+	d := vhost.ExchangeDecl{Name: m.Exchange, Type: m.Type, Passive: m.Passive, Durable: m.Durable, AutoDelete: m.AutoDelete, Internal: m.Internal, Args: m.Arguments}
+	if !m.Passive {
+		d.Authorize = func(alternate string) error { return ch.authorizeNewExchange(m.Exchange, alternate) }
+	}
+	err := ch.c.vh.DeclareExchange(ctx, d)
 	if err != nil {
 		return fromErr(err)
 	}
@@ -301,7 +306,12 @@ func (ch *channel) queueDeclare(ctx context.Context, m *wire.QueueDeclare) error
 			return err
 		}
 	}
-	q, _, err := ch.c.vh.DeclareQueue(ctx, vhost.QueueDecl{Name: m.Queue, Passive: m.Passive, Durable: m.Durable, Exclusive: m.Exclusive, AutoDelete: m.AutoDelete, Args: m.Arguments, Owner: ch.c.id})
+	d := vhost.QueueDecl{Name: m.Queue, Passive: m.Passive, Durable: m.Durable, Exclusive: m.Exclusive, AutoDelete: m.AutoDelete, Args: m.Arguments, Owner: ch.c.id}
+	if !m.Passive {
+		serverNamed := m.Queue == ""
+		d.Authorize = func(name string, args queue.Args) error { return ch.authorizeNewQueue(name, serverNamed, args) }
+	}
+	q, _, err := ch.c.vh.DeclareQueue(ctx, d)
 	if err != nil {
 		return fromErr(err)
 	}
@@ -310,6 +320,43 @@ func (ch *channel) queueDeclare(ctx context.Context, m *wire.QueueDeclare) error
 		ch.c.sendMethod(ch.id, &wire.QueueDeclareOk{Queue: q.Info().Name, MessageCount: uint32(st.Ready), ConsumerCount: uint32(st.Consumers)})
 	}
 	return nil
+}
+
+// authorizeNewExchange checks, as RabbitMQ does when an exchange is
+// created (not when it exists), that a user who gives it an alternate
+// exchange may read from the new exchange and write to the alternate one:
+// unroutable messages must not reach, through it, an exchange the user may
+// not publish to. A policy's alternate exchange is not checked (nor is it
+// by RabbitMQ): policies are set by their own, privileged, users.
+func (ch *channel) authorizeNewExchange(name, alternate string) error {
+	if alternate == "" {
+		return nil
+	}
+	if err := ch.access(meta.Read, "exchange", name); err != nil {
+		return err
+	}
+	return ch.access(meta.Write, "exchange", alternate)
+}
+
+// authorizeNewQueue checks what RabbitMQ checks before it creates a queue:
+// configure on a server-generated name (a named queue's was checked before
+// the declare), and, when the arguments give a dead-letter exchange, read
+// on the queue and write on that exchange: expired or rejected messages
+// must not reach an exchange the user may not publish to. As with
+// RabbitMQ, a policy's dead-letter exchange is not checked.
+func (ch *channel) authorizeNewQueue(name string, serverNamed bool, args queue.Args) error {
+	if serverNamed {
+		if err := ch.access(meta.Configure, "queue", name); err != nil {
+			return err
+		}
+	}
+	if args.DeadLetterExchange == nil {
+		return nil
+	}
+	if err := ch.access(meta.Read, "queue", name); err != nil {
+		return err
+	}
+	return ch.access(meta.Write, "exchange", *args.DeadLetterExchange)
 }
 
 func (ch *channel) queueBind(ctx context.Context, qname, exchange, key string, args wire.Table, noWait, bind bool) error {

@@ -28,11 +28,13 @@ type conn struct {
 	channelMax  uint16
 	heartbeat   time.Duration
 	user        string
-	vh          *vhost.Vhost
-	perm        meta.CompiledPermission
-	clientProps wire.Table
-	capBlocked  atomic.Bool // client understands connection.blocked (read by alarm watchers during the handshake)
-	capCancel   bool        // client understands server-sent basic.cancel
+	// impersonator: the user's tag lets it publish with any user_id.
+	impersonator bool
+	vh           *vhost.Vhost
+	perm         meta.CompiledPermission
+	clientProps  wire.Table
+	capBlocked   atomic.Bool // client understands connection.blocked (read by alarm watchers during the handshake)
+	capCancel    bool        // client understands server-sent basic.cancel
 
 	// channels is touched only by the reader goroutine, except chMu-guarded
 	// snapshots for the HTTP API.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,6 +78,7 @@ func (c *conn) handshake() error {
 		return c.handshakeFail(newError(wire.AccessRefused, "Login was refused using authentication mechanism %s. For details see the broker logfile.", startOk.Mechanism))
 	}
 	c.user = user
+	c.impersonator = slices.Contains(c.srv.backend.UserTags(user), "impersonator")
 	hb := uint16(c.srv.cfg.Heartbeat / time.Second)
 	if err := write(&wire.ConnectionTune{ChannelMax: c.srv.cfg.ChannelMax, FrameMax: c.srv.cfg.FrameMax, Heartbeat: hb}); err != nil {
 		return err

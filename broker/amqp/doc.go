@@ -22,6 +22,13 @@
 // over its high-water mark (flow control), and tx.commit, which waits for the
 // transaction's messages to be confirmed.
 //
+// Permissions are RabbitMQ's: configure, write and read patterns checked
+// per method on the resource it names; besides, creating a queue with a
+// dead-letter exchange or an exchange with an alternate exchange needs read
+// on it and write on that exchange, a server-named queue's generated name
+// needs configure, and a publish's user_id property must name the
+// connection's user (unless it is tagged impersonator), else 406.
+//
 // Protocol errors are *Error values: channel errors close one channel, the
 // others the connection, each with RabbitMQ's reply code and text. A malformed
 // frame closes only its own connection and never panics the process.

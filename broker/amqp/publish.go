@@ -135,6 +135,9 @@ func (ch *channel) finishPublish(ctx context.Context) error {
 	case err != nil:
 		return newError(wire.PreconditionFailed, "%v", err)
 	}
+	if err := ch.c.checkUserID(p.props); err != nil {
+		return err
+	}
 	var headers map[string]any
 	if p.headers {
 		if props, err := wire.DecodeProperties(p.props); err == nil {
@@ -147,6 +150,21 @@ func (ch *channel) finishPublish(ctx context.Context) error {
 		return nil
 	}
 	return ch.route(ctx, msg, p.mandatory, headers, nil)
+}
+
+// checkUserID refuses, as RabbitMQ does, a message whose user_id property
+// names another user than the connection's, unless the connection's user
+// is an impersonator: consumers may trust user_id. Without the property it
+// costs a look at the property flags.
+func (c *conn) checkUserID(props []byte) error {
+	uid, ok, err := wire.PropertiesUserID(props)
+	switch {
+	case err != nil:
+		return newError(wire.FrameError, "%v: %v", ErrMalformedProperties, err)
+	case !ok || uid == c.user || c.impersonator:
+		return nil
+	}
+	return newError(wire.PreconditionFailed, "user_id property set to '%s' but authenticated user was '%s'", uid, c.user)
 }
 
 // route delivers msg to its queues. In confirm mode the message gets the

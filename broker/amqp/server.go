@@ -39,6 +39,9 @@ type Backend interface {
 	Vhost(name string) (*vhost.Vhost, bool)
 	// Permission returns the user's permissions in a vhost.
 	Permission(user, vhost string) (meta.Permission, bool)
+	// UserTags returns the user's tags (an "impersonator" may publish
+	// with another user's user_id property).
+	UserTags(user string) []string
 	// NewMessageID returns a node-unique message id.
 	NewMessageID() uint64
 }

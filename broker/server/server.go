@@ -284,6 +284,12 @@ func (b *Broker) Permission(user, vhost string) (meta.Permission, bool) {
 	return b.meta.Permission(vhost, user)
 }
 
+// UserTags implements amqp.Backend.
+func (b *Broker) UserTags(user string) []string {
+	u, _ := b.meta.User(user)
+	return u.Tags
+}
+
 // Authenticate implements amqp.Backend: password check plus the loopback
 // restriction for users in auth.loopback_users.
 func (b *Broker) Authenticate(user, password string, remote net.Addr) error {

@@ -19,6 +19,11 @@ type ExchangeDecl struct {
 	AutoDelete bool
 	Internal   bool
 	Args       map[string]any
+	// Authorize, when set, is called under the vhost's lock before a new
+	// exchange is created (never for one that exists), with its
+	// alternate-exchange argument ("" if none); an error refuses the
+	// declare and is returned as is.
+	Authorize func(alternate string) error
 }
 
 // DeclareExchange creates an exchange or checks an existing one is equivalent.
@@ -43,6 +48,18 @@ func (v *Vhost) DeclareExchange(ctx context.Context, d ExchangeDecl) error {
 	e := routing.Exchange{Name: d.Name, Kind: kind, Durable: d.Durable, AutoDelete: d.AutoDelete, Internal: d.Internal, Args: d.Args, AlternateExchange: ae}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if _, exists := v.routes.Exchange(d.Name); !exists {
+		if a, ok := d.Args["alternate-exchange"]; ok {
+			if _, isString := a.(string); !isString {
+				return errorf(ErrPrecondition, "invalid type '%T' for arg 'alternate-exchange' in exchange '%s' in vhost '%s'", a, d.Name, v.cfg.Name)
+			}
+		}
+		if d.Authorize != nil {
+			if err := d.Authorize(ae); err != nil {
+				return err
+			}
+		}
+	}
 	existing, created, err := v.routes.DeclareExchange(e)
 	if err != nil {
 		return errorf(ErrPrecondition, "inequivalent arg for exchange '%s' in vhost '%s': %s (current type '%s', durable %v)", d.Name, v.cfg.Name, err, existing.Kind, existing.Durable)

@@ -20,6 +20,13 @@ type QueueDecl struct {
 	Args       map[string]any
 	// Owner is the declaring connection's id (exclusive queues belong to it).
 	Owner uint64
+	// Authorize, when set, is called under the vhost's lock before a new
+	// queue is created (never for one that exists), with its name
+	// (server-generated when the declare named none) and its parsed
+	// arguments; an error refuses the declare and is returned as is. A
+	// protocol checks here what only a new queue needs: configure on a
+	// generated name, write on the dead-letter exchange.
+	Authorize func(name string, args queue.Args) error
 }
 
 // QueueDeleteOptions are queue.delete's conditions.
@@ -68,6 +75,11 @@ func (v *Vhost) DeclareQueue(ctx context.Context, d QueueDecl) (queue.Queue, boo
 	args, err := queue.ParseArgs(d.Args)
 	if err != nil {
 		return nil, false, errorf(ErrPrecondition, "%s", trimKind(err))
+	}
+	if d.Authorize != nil {
+		if err := d.Authorize(d.Name, args); err != nil {
+			return nil, false, err
+		}
 	}
 	qtype := args.QueueType
 	if qtype == "" {

@@ -32,8 +32,9 @@
 // connection can batch many frames into one write. A content header's
 // property list travels as raw bytes (ContentHeader.Properties), which lets
 // the broker forward a publisher's properties to consumers unchanged; the
-// PropertiesDeliveryMode, PropertiesPriority and PropertiesExpiration fast
-// paths read single properties without decoding the rest.
+// PropertiesDeliveryMode, PropertiesPriority, PropertiesExpiration and
+// PropertiesUserID fast paths read single properties without decoding the
+// rest.
 //
 // # Hostile input
 //

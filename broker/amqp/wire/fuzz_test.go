@@ -88,6 +88,7 @@ func FuzzDecodeProperties(f *testing.F) {
 		mode, modeErr := PropertiesDeliveryMode(raw)
 		prio, prioOK, prioErr := PropertiesPriority(raw)
 		exp, expOK, expErr := PropertiesExpiration(raw)
+		uid, uidOK, uidErr := PropertiesUserID(raw)
 		_, hdrErr := DecodeContentHeader(append(make([]byte, 12), raw...))
 		p, err := DecodeProperties(raw)
 		if err != nil {
@@ -96,12 +97,13 @@ func FuzzDecodeProperties(f *testing.F) {
 			}
 			return
 		}
-		if hdrErr != nil || modeErr != nil || prioErr != nil || expErr != nil {
-			t.Fatalf("fast paths fail on decodable properties: %v %v %v %v", hdrErr, modeErr, prioErr, expErr)
+		if hdrErr != nil || modeErr != nil || prioErr != nil || expErr != nil || uidErr != nil {
+			t.Fatalf("fast paths fail on decodable properties: %v %v %v %v %v", hdrErr, modeErr, prioErr, expErr, uidErr)
 		}
 		if mode != p.DeliveryMode || prio != p.Priority || prioOK != (p.Flags&FlagPriority != 0) ||
-			exp != p.Expiration || expOK != (p.Flags&FlagExpiration != 0) {
-			t.Fatalf("fast paths disagree with DecodeProperties: %d %d/%v %q/%v vs %+v", mode, prio, prioOK, exp, expOK, p)
+			exp != p.Expiration || expOK != (p.Flags&FlagExpiration != 0) ||
+			uid != p.UserId || uidOK != (p.Flags&FlagUserId != 0) {
+			t.Fatalf("fast paths disagree with DecodeProperties: %d %d/%v %q/%v %q/%v vs %+v", mode, prio, prioOK, exp, expOK, uid, uidOK, p)
 		}
 		if h, ok, err := PropertiesHeaders(raw); err != nil || ok != (p.Flags&FlagHeaders != 0) ||
 			!bytes.Equal(AppendTable(nil, h), AppendTable(nil, p.Headers)) {

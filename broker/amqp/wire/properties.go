@@ -168,7 +168,17 @@ func octetProperty(raw []byte, flag uint16) (uint8, bool, error) {
 // in milliseconds, as a decimal string) of a raw property list and whether
 // it is present.
 func PropertiesExpiration(raw []byte) (string, bool, error) {
-	off, err := propertyOffset(raw, FlagExpiration)
+	return shortstrProperty(raw, FlagExpiration)
+}
+
+// PropertiesUserID returns the user-id property of a raw property list and
+// whether it is present. Absent, it costs a look at the flags.
+func PropertiesUserID(raw []byte) (string, bool, error) {
+	return shortstrProperty(raw, FlagUserId)
+}
+
+func shortstrProperty(raw []byte, flag uint16) (string, bool, error) {
+	off, err := propertyOffset(raw, flag)
 	if err != nil || off < 0 {
 		return "", false, err
 	}

@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"net"
 	"time"
 
 	"github.com/warrenmq/warren/broker/amqp"
@@ -11,6 +12,9 @@ import (
 // Broker is what the HTTP API needs from a node. Implemented by server.Broker.
 type Broker interface {
 	Meta() meta.Store
+	// Login checks a user's password and whether they may log in from
+	// remote (the rules every listener shares: broker/auth).
+	Login(user, password string, remote net.Addr) (meta.User, error)
 	NodeName() string
 	Version() string
 	Vhost(name string) (*vhost.Vhost, bool)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warrenmq/warren/broker/auth"
 	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/vhost"
 )
@@ -62,8 +63,12 @@ const (
 
 func (s *Server) handle(pattern string, lvl level, fn func(w http.ResponseWriter, r *http.Request, u meta.User)) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		u, ok := s.authenticate(r)
-		if !ok {
+		u, err := s.authenticate(r)
+		if errors.Is(err, auth.ErrLoopbackOnly) {
+			writeError(w, http.StatusUnauthorized, "not_authorised", "User can only log in via localhost")
+			return
+		}
+		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Basic realm="Warren Management"`)
 			writeError(w, http.StatusUnauthorized, "not_authorized", "Login failed")
 			return
@@ -93,17 +98,17 @@ func allowed(u meta.User, need level) bool {
 	return false
 }
 
-func (s *Server) authenticate(r *http.Request) (meta.User, bool) {
+// authenticate checks the request's basic-auth credentials with the
+// login rules every listener shares, from the socket's peer address.
+func (s *Server) authenticate(r *http.Request) (meta.User, error) {
 	name, pass, ok := r.BasicAuth()
 	if !ok {
-		return meta.User{}, false
+		return meta.User{}, errNoCredentials
 	}
-	u, ok := s.b.Meta().User(name)
-	if !ok || !u.CheckPassword(pass) {
-		return meta.User{}, false
-	}
-	return u, true
+	return s.b.Login(name, pass, auth.PeerAddr(r.RemoteAddr))
 }
+
+var errNoCredentials = errors.New("no credentials")
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/broker/amqp"
+	"github.com/warrenmq/warren/broker/auth"
 	"github.com/warrenmq/warren/broker/config"
 	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/mgmt"
@@ -24,14 +25,15 @@ import (
 // Version is the broker's version string.
 const Version = "0.1.0"
 
-// ErrAuth is returned by Authenticate for any refused login.
-var ErrAuth = errors.New("authentication refused")
+// ErrAuth is wrapped by every error Authenticate returns.
+var ErrAuth = auth.ErrRefused
 
 // Broker is one node.
 type Broker struct {
 	cfg  config.Config
 	log  *slog.Logger
 	meta *meta.Local
+	auth *auth.Checker
 
 	msgID atomic.Uint64
 
@@ -79,6 +81,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		return nil, fmt.Errorf("server: open metadata: %w", err)
 	}
 	b := &Broker{cfg: cfg, log: log, meta: m, vhosts: map[string]*vhost.Vhost{}, listeners: map[string]net.Listener{}}
+	b.auth = auth.NewChecker(m, cfg.Auth.LoopbackUsers)
 	b.startedAt = time.Now()
 	b.msgID.Store(uint64(b.startedAt.UnixNano()))
 	b.memoryLimit = cfg.Limits.MemoryHighWatermark
@@ -290,40 +293,17 @@ func (b *Broker) UserTags(user string) []string {
 	return u.Tags
 }
 
-// Authenticate implements amqp.Backend: password check plus the loopback
-// restriction for users in auth.loopback_users.
+// Authenticate implements amqp.Backend and stream.Backend: the login
+// rules every listener shares (auth.Checker: password, loopback_users).
 func (b *Broker) Authenticate(user, password string, remote net.Addr) error {
-	u, ok := b.meta.User(user)
-	if !ok || !u.CheckPassword(password) {
-		return fmt.Errorf("%w: user '%s'", ErrAuth, user)
-	}
-	for _, lu := range b.cfg.Auth.LoopbackUsers {
-		if lu == user && !isLoopback(remote) {
-			return fmt.Errorf("%w: user '%s' can only connect via localhost", ErrAuth, user)
-		}
-	}
-	return nil
+	_, err := b.auth.Login(user, password, remote)
+	return err
 }
 
-// LoopbackOnly implements stream.LoopbackOnly: users in
-// auth.loopback_users may only connect over loopback.
-func (b *Broker) LoopbackOnly(user string) bool {
-	for _, lu := range b.cfg.Auth.LoopbackUsers {
-		if lu == user {
-			return true
-		}
-	}
-	return false
-}
-
-func isLoopback(a net.Addr) bool {
-	switch a := a.(type) {
-	case *net.TCPAddr:
-		return a.IP.IsLoopback()
-	case *net.UnixAddr:
-		return true
-	}
-	return false
+// Login implements mgmt.Broker: the same rules as Authenticate, returning
+// the user.
+func (b *Broker) Login(user, password string, remote net.Addr) (meta.User, error) {
+	return b.auth.Login(user, password, remote)
 }
 
 func (b *Broker) closeVhosts(ctx context.Context) error {

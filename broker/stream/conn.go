@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warrenmq/warren/broker/auth"
 	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/stream/proto"
 	"github.com/warrenmq/warren/broker/vhost"
@@ -307,7 +308,7 @@ func (c *conn) handshake(cmd proto.Command) error {
 		}
 		if err := c.srv.backend.Authenticate(user, pass, c.nc.RemoteAddr()); err != nil {
 			code := proto.CodeAuthenticationFailure
-			if lo, ok := c.srv.backend.(LoopbackOnly); ok && lo.LoopbackOnly(user) && !isLoopback(c.nc.RemoteAddr()) {
+			if errors.Is(err, auth.ErrLoopbackOnly) {
 				code = proto.CodeSaslAuthFailureLoopback
 			}
 			c.out.send(&proto.Response{For: proto.KeySaslAuthenticate, CorrelationID: m.CorrelationID, Code: code})
@@ -362,19 +363,6 @@ func (c *conn) fail(format string, args ...any) error {
 	c.srv.log.Debug("stream: handshake refused", "remote", c.nc.RemoteAddr(), "reason", fmt.Sprintf(format, args...))
 	c.closing.Store(true)
 	return nil
-}
-
-// LoopbackOnly is optionally implemented by a Backend: whether a user may
-// only connect over loopback (refusals then get RabbitMQ's loopback code).
-type LoopbackOnly interface {
-	LoopbackOnly(user string) bool
-}
-
-func isLoopback(a net.Addr) bool {
-	if t, ok := a.(*net.TCPAddr); ok {
-		return t.IP.IsLoopback()
-	}
-	return true
 }
 
 func negotiate(server, client uint32) uint32 {

@@ -1,0 +1,74 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/warrenmq/warren/broker/meta"
+)
+
+// ErrRefused is wrapped by every refused login.
+var ErrRefused = errors.New("login refused")
+
+// ErrLoopbackOnly is wrapped (with ErrRefused) when the password was right
+// but the user may only log in from a loopback address.
+var ErrLoopbackOnly = errors.New("user can only log in via localhost")
+
+// Users looks users up by name (meta.Store does).
+type Users interface {
+	User(name string) (meta.User, bool)
+}
+
+// Checker accepts or refuses logins.
+type Checker struct {
+	users    Users
+	loopback map[string]bool
+}
+
+// NewChecker returns a Checker over users in which loopbackUsers may log in
+// only from a loopback address.
+func NewChecker(users Users, loopbackUsers []string) *Checker {
+	c := &Checker{users: users, loopback: make(map[string]bool, len(loopbackUsers))}
+	for _, u := range loopbackUsers {
+		c.loopback[u] = true
+	}
+	return c
+}
+
+// Login returns the user named name when password is theirs and they may log
+// in from remote, the peer address of the connection.
+func (c *Checker) Login(name, password string, remote net.Addr) (meta.User, error) {
+	u, ok := c.users.User(name)
+	if !ok || !u.CheckPassword(password) {
+		return meta.User{}, fmt.Errorf("%w: user '%s'", ErrRefused, name)
+	}
+	if c.loopback[name] && !IsLoopback(remote) {
+		return meta.User{}, fmt.Errorf("%w: %w: user '%s' from %v", ErrRefused, ErrLoopbackOnly, name, remote)
+	}
+	return u, nil
+}
+
+// IsLoopback reports whether a peer address is a loopback one; a Unix
+// socket counts as loopback, an unknown or missing address does not.
+func IsLoopback(a net.Addr) bool {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	return false
+}
+
+// PeerAddr turns an HTTP request's RemoteAddr ("ip:port", as net/http
+// sets it from the socket) into a net.Addr for Login; nil when it does not
+// parse, which Login treats as not loopback.
+func PeerAddr(remoteAddr string) net.Addr {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return nil
+	}
+	return net.TCPAddrFromAddrPort(ap)
+}

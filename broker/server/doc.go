@@ -2,7 +2,13 @@
 // bootstraps the default vhost and user on first start, runs a vhost runtime
 // per vhost, and serves AMQP, the stream protocol, the HTTP API and metrics.
 //
-// Startup order: meta, vhosts (queues recover their messages), then listeners,
+// One node per data directory: New takes an exclusive flock on
+// <data_dir>/lock (pid, host and node name written inside) before it reads
+// anything, and a second node on the directory fails with ErrDataDirInUse
+// naming the holder; the kernel drops the lock when the process exits,
+// kill -9 included. Shutdown releases it last.
+//
+// Startup order: lock, meta, vhosts (queues recover their messages), then listeners,
 // so no client sees a half-recovered node. Shutdown runs in reverse: stop
 // accepting, close client connections (in-flight publishes finish), close
 // vhosts (queues flush and fsync, recording a clean shutdown), close meta.

@@ -190,6 +190,10 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if err := b.meta.Close(); err != nil {
 		errs = append(errs, err)
 	}
+	if b.lock != nil {
+		_ = b.lock.Close()
+		b.lock = nil
+	}
 	return errors.Join(errs...)
 }
 

@@ -34,6 +34,8 @@ type Broker struct {
 	log  *slog.Logger
 	meta *meta.Local
 	auth *auth.Checker
+	// lock holds the data directory's flock from New to Shutdown.
+	lock *os.File
 
 	msgID atomic.Uint64
 
@@ -76,11 +78,16 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("server: create data dir: %w", err)
 	}
+	lock, err := lockDataDir(cfg.DataDir, cfg.NodeName)
+	if err != nil {
+		return nil, err
+	}
 	m, err := meta.OpenLocal(ctx, filepath.Join(cfg.DataDir, "meta"))
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("server: open metadata: %w", err)
 	}
-	b := &Broker{cfg: cfg, log: log, meta: m, vhosts: map[string]*vhost.Vhost{}, listeners: map[string]net.Listener{}}
+	b := &Broker{cfg: cfg, log: log, meta: m, lock: lock, vhosts: map[string]*vhost.Vhost{}, listeners: map[string]net.Listener{}}
 	b.auth = auth.NewChecker(m, cfg.Auth.LoopbackUsers)
 	b.startedAt = time.Now()
 	b.msgID.Store(uint64(b.startedAt.UnixNano()))
@@ -90,12 +97,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 	}
 	if err := b.bootstrap(ctx); err != nil {
 		_ = m.Close()
+		lock.Close()
 		return nil, err
 	}
 	for _, v := range m.Vhosts() {
 		if err := b.startVhost(ctx, v); err != nil {
 			_ = b.closeVhosts(ctx)
 			_ = m.Close()
+			lock.Close()
 			return nil, err
 		}
 	}

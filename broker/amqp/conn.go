@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,13 +118,13 @@ func newConn(s *Server, id uint64, nc net.Conn) *conn {
 
 func (c *conn) serve(ctx context.Context) {
 	defer c.shutdownSocket()
-	if err := c.handshake(); err != nil {
+	if err := c.safely("handshake", c.handshake); err != nil {
 		c.srv.log.Debug("amqp handshake failed", "remote", c.nc.RemoteAddr(), "err", err)
 		return
 	}
 	c.state.Store("running")
 	go c.writeLoop()
-	err := c.readLoop(ctx)
+	err := c.safely("read loop", func() error { return c.readLoop(ctx) })
 	c.state.Store("closing")
 	_ = c.flushPublishes(context.WithoutCancel(ctx))
 	c.cleanup(ctx)
@@ -163,11 +164,8 @@ func (c *conn) readLoop(ctx context.Context) error {
 		}
 		f, err := c.r.ReadFrame()
 		if err != nil {
-			switch {
-			case errors.Is(err, wire.ErrFrameTooLarge):
-				c.closeWith(newError(wire.FrameError, "frame size exceeds frame_max %d", c.frameMax))
-			case errors.Is(err, wire.ErrBadFrameEnd), errors.Is(err, wire.ErrBadFrameType), errors.Is(err, wire.ErrMalformed):
-				c.closeWith(newError(wire.FrameError, "malformed frame: %v", err))
+			if fe := frameError(err, c.frameMax); fe != nil {
+				c.closeWith(fe)
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() && ctx.Err() == nil {
@@ -201,6 +199,23 @@ func (c *conn) readLoop(ctx context.Context) error {
 	}
 }
 
+// safely runs fn, a stage of the connection's reader. A panic in it is a
+// bug, and this is only the last line against it: logged at error with
+// its stack, it ends this connection alone (the client gets an internal
+// error, the reader's cleanup runs) instead of the process.
+func (c *conn) safely(stage string, fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.srv.log.Error("amqp: recovered from a panic, closing the connection", "conn", c.name, "stage", stage, "panic", r, "stack", string(debug.Stack()))
+			if stage != "handshake" {
+				c.closeWith(newError(wire.InternalError, "internal error"))
+			}
+			err = fmt.Errorf("panic in %s: %v", stage, r)
+		}
+	}()
+	return fn()
+}
+
 // nextFrameSettles reports whether the next frame is buffered whole and is
 // a basic.ack, basic.nack or basic.reject: handling it neither blocks nor
 // waits, so output deferred by settlements may wait for it.
@@ -221,17 +236,14 @@ var errClientClosed = errors.New("client closed the connection")
 func (c *conn) handleFrame(ctx context.Context, f wire.Frame) error {
 	switch f.Type {
 	case wire.FrameHeartbeat:
-		if f.Channel != 0 {
-			return newError(wire.FrameError, "heartbeat frame on channel %d", f.Channel)
-		}
-		return nil
+		return checkHeartbeat(f)
 	case wire.FrameMethod, wire.FrameHeader, wire.FrameBody:
 	default:
 		return newError(wire.FrameError, "unknown frame type %d", f.Type)
 	}
 	if f.Channel == 0 {
 		if f.Type != wire.FrameMethod {
-			return newError(wire.CommandInvalid, "content frame on channel 0")
+			return newError(wire.UnexpectedFrame, "content frame on channel 0")
 		}
 		m, err := wire.DecodeMethod(f.Payload)
 		if err != nil {
@@ -247,7 +259,9 @@ func (c *conn) handleFrame(ctx context.Context, f wire.Frame) error {
 		case *wire.ConnectionBlocked, *wire.ConnectionUnblocked:
 			return nil
 		default:
-			return newError(wire.CommandInvalid, "unexpected method '%s' on channel 0", m.Name())
+			// As RabbitMQ: a method of another class, or a handshake method
+			// once the connection runs, on channel 0 is a channel error.
+			return newError(wire.ChannelError, "unexpected method '%s' on channel 0 in connection state running", m.Name())
 		}
 	}
 	if f.Channel > c.channelMax {
@@ -276,6 +290,30 @@ func (c *conn) handleFrame(ctx context.Context, f wire.Frame) error {
 		return nil
 	}
 	return ch.handleFrame(ctx, f)
+}
+
+// frameError is the connection error for a frame the reader refused, or
+// nil for an I/O error (nothing to tell the client).
+func frameError(err error, frameMax uint32) *Error {
+	switch {
+	case errors.Is(err, wire.ErrFrameTooLarge):
+		return newError(wire.FrameError, "frame size exceeds frame_max %d", frameMax)
+	case errors.Is(err, wire.ErrBadFrameEnd), errors.Is(err, wire.ErrBadFrameType), errors.Is(err, wire.ErrMalformed):
+		return newError(wire.FrameError, "malformed frame: %v", err)
+	}
+	return nil
+}
+
+// checkHeartbeat refuses a heartbeat frame that is not the empty frame
+// on channel 0 the spec allows.
+func checkHeartbeat(f wire.Frame) error {
+	if f.Channel != 0 {
+		return newError(wire.FrameError, "heartbeat frame on channel %d", f.Channel)
+	}
+	if len(f.Payload) != 0 {
+		return newError(wire.FrameError, "heartbeat frame with a %d-byte payload", len(f.Payload))
+	}
+	return nil
 }
 
 // closeWith starts a connection close with an error (hard error).

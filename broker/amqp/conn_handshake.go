@@ -131,10 +131,17 @@ func (c *conn) readHandshakeMethod() (wire.Method, error) {
 	for {
 		f, err := c.r.ReadFrame()
 		if err != nil {
+			if fe := frameError(err, c.r.MaxFrameSize()); fe != nil {
+				// As after the handshake: the client is told why.
+				return nil, c.handshakeFail(fe)
+			}
 			return nil, fmt.Errorf("read handshake frame: %w", err)
 		}
 		c.recvOct.Add(uint64(len(f.Payload)) + 8)
 		if f.Type == wire.FrameHeartbeat {
+			if err := checkHeartbeat(f); err != nil {
+				return nil, c.handshakeFail(err.(*Error))
+			}
 			continue
 		}
 		if f.Type != wire.FrameMethod || f.Channel != 0 {

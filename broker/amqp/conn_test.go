@@ -22,6 +22,12 @@ import (
 // returning the connection and a frame reader positioned after open-ok.
 func rawHandshake(t *testing.T, addr string) (net.Conn, *wire.Reader) {
 	t.Helper()
+	return rawHandshakeMax(t, addr, 10)
+}
+
+// rawHandshakeMax is rawHandshake asking for channelMax channels.
+func rawHandshakeMax(t *testing.T, addr string, channelMax uint16) (net.Conn, *wire.Reader) {
+	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +50,7 @@ func rawHandshake(t *testing.T, addr string) (net.Conn, *wire.Reader) {
 	expect("connection.start")
 	send(&wire.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US"})
 	expect("connection.tune")
-	send(&wire.ConnectionTuneOk{ChannelMax: 10, FrameMax: 4096, Heartbeat: 0})
+	send(&wire.ConnectionTuneOk{ChannelMax: channelMax, FrameMax: 4096, Heartbeat: 0})
 	send(&wire.ConnectionOpen{VirtualHost: "/"})
 	expect("connection.open-ok")
 	return nc, r

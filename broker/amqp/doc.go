@@ -31,5 +31,12 @@
 //
 // Protocol errors are *Error values: channel errors close one channel, the
 // others the connection, each with RabbitMQ's reply code and text. A malformed
-// frame closes only its own connection and never panics the process.
+// frame closes only its own connection and never panics the process; frame
+// errors during the handshake get a connection.close too. A message body is
+// allocated as its frames arrive, never ahead of them (appendBody): a content
+// header declares a size (refused with 406 above max_message_size, compared
+// unsigned) but costs nothing by itself. Headers nested deeper than the codec
+// decodes are refused at publish (406). A panic on a connection's reader,
+// which would be a bug, is recovered, logged at error and ends only that
+// connection.
 package amqp

@@ -79,13 +79,21 @@ func (ch *channel) handleHeader(ctx context.Context, payload []byte) error {
 		return newError(wire.UnexpectedFrame, "unexpected content header frame on channel %d", ch.id)
 	}
 	h, err := wire.DecodeContentHeader(payload)
+	if errors.Is(err, wire.ErrTooDeep) {
+		// Well framed, but past what Warren decodes: refused here, or the
+		// message could never be dead-lettered or shown.
+		ch.pub = publishing{}
+		return newError(wire.PreconditionFailed, "invalid headers property: %v", err)
+	}
 	if err != nil {
 		return newError(wire.FrameError, "malformed content header: %v", err)
 	}
 	if h.ClassID != wire.ClassBasic {
 		return newError(wire.UnexpectedFrame, "content header for class %d", h.ClassID)
 	}
-	if int64(h.BodySize) > ch.c.srv.cfg.MaxMessageSize {
+	// Unsigned: a declared size of 2^63 or more is as much too large as
+	// any other (MaxMessageSize is positive, validated by config).
+	if h.BodySize > uint64(ch.c.srv.cfg.MaxMessageSize) {
 		ch.pub = publishing{}
 		return newError(wire.PreconditionFailed, "message size %d is larger than configured max size %d", h.BodySize, ch.c.srv.cfg.MaxMessageSize)
 	}
@@ -95,7 +103,8 @@ func (ch *channel) handleHeader(ctx context.Context, payload []byte) error {
 	if h.BodySize == 0 {
 		return ch.finishPublish(ctx)
 	}
-	ch.pub.body = make([]byte, 0, h.BodySize)
+	// Nothing is allocated for the body until its bytes arrive
+	// (appendBody): a header alone costs its client nothing but the frame.
 	return nil
 }
 
@@ -103,10 +112,10 @@ func (ch *channel) handleBody(ctx context.Context, payload []byte) error {
 	if !ch.pub.active || !ch.pub.haveHdr {
 		return newError(wire.UnexpectedFrame, "unexpected content body frame on channel %d", ch.id)
 	}
-	if uint64(len(ch.pub.body)+len(payload)) > ch.pub.size {
+	var ok bool
+	if ch.pub.body, ok = appendBody(ch.pub.body, payload, ch.pub.size); !ok {
 		return newError(wire.FrameError, "content body exceeds declared size %d", ch.pub.size)
 	}
-	ch.pub.body = append(ch.pub.body, payload...)
 	if uint64(len(ch.pub.body)) == ch.pub.size {
 		return ch.finishPublish(ctx)
 	}

@@ -40,7 +40,11 @@
 //
 // Decoders never panic. Every length is checked against the remaining bytes
 // before anything is allocated, and tables and arrays nest at most
-// MaxNestingDepth levels deep. Encoders never fail: a short string longer
+// MaxNestingDepth levels deep (deeper input fails with ErrTooDeep).
+// DecodeContentHeader checks the headers table with CheckTable, which
+// accepts exactly what DecodeTable decodes without building it, so a
+// content header accepted on publish always decodes later. A content
+// header's body size is a uint64 from the client: the caller bounds it. Encoders never fail: a short string longer
 // than 255 bytes is truncated, and a table value of an unsupported Go type
 // is encoded as void ('V').
 //

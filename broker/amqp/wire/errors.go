@@ -1,6 +1,9 @@
 package wire
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Errors returned by this package wrap one of them, so
 // callers test with errors.Is.
@@ -19,4 +22,8 @@ var (
 	// ErrBadFrameType reports a frame whose type octet is not one of
 	// FrameMethod, FrameHeader, FrameBody or FrameHeartbeat.
 	ErrBadFrameType = errors.New("amqp: unknown frame type")
+	// ErrTooDeep reports tables or arrays nested more than MaxNestingDepth
+	// levels deep. It wraps ErrMalformed: such input is refused wherever
+	// it arrives, so nothing stored is later undecodable.
+	ErrTooDeep = fmt.Errorf("%w: tables or arrays nested more than %d levels deep", ErrMalformed, MaxNestingDepth)
 )

@@ -111,6 +111,9 @@ func NewReader(r io.Reader, bufSize int) *Reader {
 // included (the negotiated frame-max). 0 means no limit.
 func (r *Reader) SetMaxFrameSize(n uint32) { r.maxFrame = n }
 
+// MaxFrameSize returns the limit set with SetMaxFrameSize.
+func (r *Reader) MaxFrameSize() uint32 { return r.maxFrame }
+
 // Buffered returns the number of bytes read from the underlying reader
 // but not yet returned as frames. A connection can use it to handle every
 // frame already received before flushing its replies.

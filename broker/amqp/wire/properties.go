@@ -39,7 +39,10 @@ type ContentHeader struct {
 }
 
 // DecodeContentHeader decodes a content header frame's payload. It checks
-// that the property list is well formed but does not decode it.
+// that the property list is well formed, the headers table's content and
+// nesting included (CheckTable), but does not decode it: a header it
+// accepts has properties DecodeProperties decodes. Errors wrap
+// ErrMalformed, and ErrTooDeep for a headers table nested too deeply.
 func DecodeContentHeader(payload []byte) (ContentHeader, error) {
 	if len(payload) < contentHeaderSize+2 {
 		return ContentHeader{}, fmt.Errorf("%w: content header of %d bytes", ErrMalformed, len(payload))
@@ -52,6 +55,11 @@ func DecodeContentHeader(payload []byte) (ContentHeader, error) {
 	}
 	if _, err := propertyOffset(h.Properties, 0); err != nil {
 		return ContentHeader{}, fmt.Errorf("content header: %w", err)
+	}
+	if off, _ := propertyOffset(h.Properties, FlagHeaders); off >= 0 {
+		if _, err := checkTable(h.Properties[off:], 0); err != nil {
+			return ContentHeader{}, fmt.Errorf("content header: headers property: %w", err)
+		}
 	}
 	return h, nil
 }

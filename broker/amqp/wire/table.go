@@ -47,7 +47,7 @@ func malformed(what string) error {
 
 func decodeTable(b []byte, depth int) (Table, int, error) {
 	if depth >= MaxNestingDepth {
-		return nil, 0, malformed("tables nested too deeply")
+		return nil, 0, ErrTooDeep
 	}
 	if len(b) < 4 {
 		return nil, 0, malformed("truncated table length")
@@ -80,7 +80,7 @@ func decodeTable(b []byte, depth int) (Table, int, error) {
 
 func decodeArray(b []byte, depth int) ([]any, int, error) {
 	if depth >= MaxNestingDepth {
-		return nil, 0, malformed("arrays nested too deeply")
+		return nil, 0, ErrTooDeep
 	}
 	if len(b) < 4 {
 		return nil, 0, malformed("truncated array length")

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -123,12 +124,9 @@ func (n *Node) StreamURIFor(user, pass, vhost string) string {
 // AMQPAddr is the AMQP listener's host:port.
 func (n *Node) AMQPAddr() string { return n.Addr(server.ListenerAMQP).String() }
 
-func escapeVhost(v string) string {
-	if v == "/" {
-		return "%2F"
-	}
-	return v
-}
+// escapeVhost is a vhost as the path of an AMQP or stream URI: every byte
+// but unreserved ones percent-encoded, so "/" is "%2F" and "a b" "a%20b".
+func escapeVhost(v string) string { return url.PathEscape(v) }
 
 // Dial opens an AMQP connection as guest to vhost "/", closed at cleanup.
 func (n *Node) Dial(t testing.TB) *amqp091.Connection {

@@ -75,14 +75,32 @@ type Stream struct {
 	Heartbeat      time.Duration `json:"heartbeat"`
 }
 
-// HTTP configures the management API listener.
+// HTTP configures the management API listener. Its timeouts also bound
+// the metrics and pprof listeners.
 type HTTP struct {
 	Listen string `json:"listen"`
+	// ReadHeaderTimeout bounds the time to send a request's headers.
+	ReadHeaderTimeout time.Duration `json:"read_header_timeout"`
+	// ReadTimeout bounds the time to send a whole request, body included.
+	ReadTimeout time.Duration `json:"read_timeout"`
+	// WriteTimeout bounds the time from a request's headers to the end of
+	// its response.
+	WriteTimeout time.Duration `json:"write_timeout"`
+	// IdleTimeout is how long a kept-alive connection may wait for its
+	// next request.
+	IdleTimeout time.Duration `json:"idle_timeout"`
+	// MaxConnections is how many connections the API's listener holds
+	// open at once; one more is answered 503 and closed.
+	MaxConnections int `json:"max_connections"`
 }
 
 // Prometheus configures the metrics listener.
 type Prometheus struct {
 	Listen string `json:"listen"`
+	// MaxConnections is how many connections the metrics listener (and
+	// the pprof one) holds open at once; one more is answered 503 and
+	// closed.
+	MaxConnections int `json:"max_connections"`
 }
 
 // Auth configures the default user and vhost created on first start.
@@ -174,8 +192,15 @@ func Default() Config {
 			FrameMax:  1048576,
 			Heartbeat: 60 * time.Second,
 		},
-		HTTP:       HTTP{Listen: ":15672"},
-		Prometheus: Prometheus{Listen: ":15692"},
+		HTTP: HTTP{
+			Listen:            ":15672",
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       60 * time.Second,
+			WriteTimeout:      60 * time.Second,
+			IdleTimeout:       60 * time.Second,
+			MaxConnections:    256,
+		},
+		Prometheus: Prometheus{Listen: ":15692", MaxConnections: 64},
 		Auth: Auth{
 			DefaultUser:   "guest",
 			DefaultPass:   "guest",
@@ -354,6 +379,23 @@ func (c Config) Validate() error {
 	}
 	if c.Limits.MaxMessageSize <= 0 || c.Limits.MaxMessageSize > 512<<20 {
 		bad("limits.max_message_size", "must be between 1 and 536870912")
+	}
+	for _, t := range []struct {
+		key string
+		d   time.Duration
+	}{
+		{"http.read_header_timeout", c.HTTP.ReadHeaderTimeout}, {"http.read_timeout", c.HTTP.ReadTimeout},
+		{"http.write_timeout", c.HTTP.WriteTimeout}, {"http.idle_timeout", c.HTTP.IdleTimeout},
+	} {
+		if t.d <= 0 {
+			bad(t.key, "must be positive, got %v", t.d)
+		}
+	}
+	if c.HTTP.MaxConnections < 1 {
+		bad("http.max_connections", "must be at least 1, got %d", c.HTTP.MaxConnections)
+	}
+	if c.Prometheus.MaxConnections < 1 {
+		bad("prometheus.max_connections", "must be at least 1, got %d", c.Prometheus.MaxConnections)
 	}
 	errs = append(errs, c.validateTLS()...)
 	if c.Auth.DefaultVhost == "" {

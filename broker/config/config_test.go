@@ -53,6 +53,10 @@ func TestBadSettingsAreReportedByKey(t *testing.T) {
 		{"bad queue version", "storage:\n  queue_version: 3\n", "", "storage.queue_version"},
 		{"small frame max", "amqp:\n  frame_max: 100\n", "", "amqp.frame_max"},
 		{"unknown scheduling policy", "", "WARREN_PROCESS_SCHED_POLICY=fifo", "process.sched_policy"},
+		{"no HTTP idle timeout", "http:\n  idle_timeout: 0s\n", "", "http.idle_timeout"},
+		{"no HTTP read timeout", "", "WARREN_HTTP_READ_TIMEOUT=0s", "http.read_timeout"},
+		{"no HTTP connections", "http:\n  max_connections: 0\n", "", "http.max_connections"},
+		{"no metrics connections", "", "WARREN_PROMETHEUS_MAX_CONNECTIONS=0", "prometheus.max_connections"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,16 +1,13 @@
 package mgmt
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/warrenmq/warren/broker/auth"
 	"github.com/warrenmq/warren/broker/meta"
@@ -36,21 +33,6 @@ func NewServer(b Broker, log *slog.Logger) *Server {
 
 // Handler returns the API handler.
 func (s *Server) Handler() http.Handler { return escapeSegments(s.mux) }
-
-// Serve serves the API on ln until ctx is done.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("mgmt: serve: %w", err)
-	}
-	return nil
-}
 
 // access levels
 type level int

@@ -15,10 +15,16 @@ func (b *Broker) httpServers() []httpServer {
 	reg := prometheus.NewRegistry()
 	mgmt.NewMetrics(reg, b)
 	reg.MustRegister(b.Stream.Collector())
+	h := b.cfg.HTTP
+	api := mgmt.ListenerLimits{ReadHeaderTimeout: h.ReadHeaderTimeout, ReadTimeout: h.ReadTimeout, WriteTimeout: h.WriteTimeout, IdleTimeout: h.IdleTimeout, MaxConnections: h.MaxConnections}
+	metrics := api
+	metrics.MaxConnections = b.cfg.Prometheus.MaxConnections
+	pprof := metrics
+	pprof.WriteTimeout = 0 // a profile or trace takes as long as it is asked to
 	return []httpServer{
-		{name: ListenerHTTP, addr: b.cfg.HTTP.Listen, handler: mgmt.NewServer(b, b.log.With("subsystem", "http")).Handler()},
-		{name: ListenerPrometheus, addr: b.cfg.Prometheus.Listen, handler: mgmt.MetricsHandler(reg)},
-		{name: ListenerPprof, addr: b.cfg.Debug.PprofListen, handler: pprofHandler()},
+		{name: ListenerHTTP, addr: h.Listen, handler: mgmt.NewServer(b, b.log.With("subsystem", "http")).Handler(), limits: api},
+		{name: ListenerPrometheus, addr: b.cfg.Prometheus.Listen, handler: mgmt.MetricsHandler(reg), limits: metrics},
+		{name: ListenerPprof, addr: b.cfg.Debug.PprofListen, handler: pprofHandler(), limits: pprof},
 	}
 }
 

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/warrenmq/warren/broker/amqp"
+	"github.com/warrenmq/warren/broker/mgmt"
 	"github.com/warrenmq/warren/broker/netaccept"
 	"github.com/warrenmq/warren/broker/stream"
 )
@@ -63,21 +63,7 @@ func (b *Broker) Start(ctx context.Context) error {
 			b.closeListeners()
 			return err
 		}
-		srv := &http.Server{Handler: h.handler, ReadHeaderTimeout: 10 * time.Second}
-		b.serve(func() error {
-			go func() {
-				<-ctx.Done()
-				sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
-				defer c()
-				_ = srv.Shutdown(sctx)
-			}()
-			err := srv.Serve(hln)
-			// Shutdown closes the listener itself: not a failure.
-			if err != nil && !errors.Is(err, http.ErrServerClosed) && !(ctx.Err() != nil && errors.Is(err, net.ErrClosed)) {
-				return err
-			}
-			return nil
-		}, h.name)
+		b.serve(func() error { return mgmt.Serve(ctx, hln, h.handler, h.limits) }, h.name)
 	}
 	go b.watchResources(ctx)
 	b.ready.Store(true)
@@ -200,4 +186,5 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 type httpServer struct {
 	name, addr string
 	handler    http.Handler
+	limits     mgmt.ListenerLimits
 }

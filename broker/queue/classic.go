@@ -90,6 +90,9 @@ type qmsg struct {
 	msg         *message.Message
 	redelivered bool
 	inIndex     bool
+	// spilled: enqueued straight to disk (only the turn that enqueued it
+	// holds it, to take it back if the write fails).
+	spilled bool
 }
 
 type consumerState struct {
@@ -116,6 +119,9 @@ type loopState struct {
 	hadConsumer bool
 	lastUsed    time.Time
 	expiryTimer *time.Timer
+	// toMark are the seqs of durable messages delivered this turn, to
+	// record as delivered in the index (reused across turns).
+	toMark []uint64
 }
 
 type unackedMsg struct {

@@ -44,15 +44,17 @@ func (q *Classic) publishTurnStats() {
 // turn applies commands; it returns true when the queue stopped.
 func (q *Classic) turn(cmds []cmd) bool {
 	var writes []store.Entry
+	var wrote []*qmsg // the messages of writes, in order
 	var durableConfirms, directConfirms []Publish
 	for i := range cmds {
 		c := &cmds[i]
 		switch c.kind {
 		case cPublish:
 			for _, p := range c.pubs {
-				w, durable, refused := q.enqueue(p)
+				m, w, durable, refused := q.enqueue(p)
 				if w != nil {
 					writes = append(writes, *w)
+					wrote = append(wrote, m)
 				}
 				if p.Confirm != nil && !refused {
 					if durable {
@@ -116,7 +118,7 @@ func (q *Classic) turn(cmds []cmd) bool {
 			q.failRest(cmds[i+1:])
 			return true
 		case cClose:
-			q.flushWrites(writes, durableConfirms)
+			q.flushWrites(writes, wrote, durableConfirms)
 			q.sendConfirms(directConfirms, true)
 			q.stop(false)
 			c.reply <- result{}
@@ -125,7 +127,7 @@ func (q *Classic) turn(cmds []cmd) bool {
 			return true
 		}
 	}
-	q.flushWrites(writes, durableConfirms)
+	q.flushWrites(writes, wrote, durableConfirms)
 	q.sendConfirms(directConfirms, true)
 	q.deliver()
 	q.enforceLimits()
@@ -137,11 +139,16 @@ func (q *Classic) turn(cmds []cmd) bool {
 }
 
 // flushWrites appends the turn's entries and requests the group commit
-// whose completion confirms durable publishes.
-func (q *Classic) flushWrites(writes []store.Entry, confirms []Publish) {
+// whose completion confirms durable publishes. The append is written
+// through before anything is delivered, and is all or nothing: when it
+// fails (the disk is full) the turn's durable messages leave the queue and
+// their publishers get nacks, so no consumer ever sees them, and the queue
+// carries on (the disk alarm is raised by the store).
+func (q *Classic) flushWrites(writes []store.Entry, wrote []*qmsg, confirms []Publish) {
 	if len(writes) > 0 {
 		if err := q.idx.Append(writes); err != nil {
-			q.log.Error("append to queue index", "err", err)
+			q.log.Warn("could not write messages; their publishers are nacked", "messages", len(writes), "err", err)
+			q.unwrite(wrote)
 			q.sendConfirms(confirms, false)
 			return
 		}
@@ -150,9 +157,9 @@ func (q *Classic) flushWrites(writes []store.Entry, confirms []Publish) {
 		return
 	}
 	if err := q.idx.Flush(); err != nil {
+		// The turn's entries were written by Append: this is older
+		// buffered work, tried again on the next flush.
 		q.log.Error("flush queue index", "err", err)
-		q.sendConfirms(confirms, false)
-		return
 	}
 	if len(confirms) == 0 {
 		return
@@ -166,6 +173,48 @@ func (q *Classic) flushWrites(writes []store.Entry, confirms []Publish) {
 		}
 	})
 }
+
+// unwrite takes back the messages of a failed Append: durable ones leave
+// the queue (their publishers are nacked); transient ones that were only
+// spilled to disk for want of memory stay, in memory, as if published when
+// the window had room (their confirms, if any, were sent at enqueue).
+func (q *Classic) unwrite(wrote []*qmsg) {
+	s := &q.st
+	gone := make(map[uint64]bool, len(wrote))
+	for _, m := range wrote {
+		m.inIndex = false
+		if m.spilled {
+			m.spilled = false
+			s.diskCount--
+			s.diskBytes -= int64(len(m.msg.Body))
+			if !q.isDurable(m) {
+				q.pushReady(m)
+			}
+			continue
+		}
+		if q.isDurable(m) {
+			gone[m.seq] = true
+		}
+	}
+	if s.diskCount <= 0 {
+		s.diskCount, s.diskBytes = 0, 0
+	}
+	if len(gone) == 0 {
+		return
+	}
+	kept := s.ready[:s.head]
+	for _, m := range s.ready[s.head:] {
+		if gone[m.seq] {
+			s.readyBytes -= int64(len(m.msg.Body))
+			continue
+		}
+		kept = append(kept, m)
+	}
+	clear(s.ready[len(kept):])
+	s.ready = kept
+}
+
+func (q *Classic) isDurable(m *qmsg) bool { return q.info.Durable && m.msg.Persistent }
 
 // sendConfirms groups confirms by publisher.
 func (q *Classic) sendConfirms(pubs []Publish, ok bool) {
@@ -196,10 +245,11 @@ func (q *Classic) sendConfirms(pubs []Publish, ok bool) {
 	}
 }
 
-// enqueue adds a published message. It returns the entry to write (nil
-// when nothing is written), whether its confirm waits for fsync, and whether
-// the queue refused it (reject-publish overflow; already nacked).
-func (q *Classic) enqueue(p Publish) (*store.Entry, bool, bool) {
+// enqueue adds a published message. It returns the message and the entry
+// to write (nil when nothing is written), whether its confirm waits for
+// fsync, and whether the queue refused it (reject-publish overflow; already
+// nacked).
+func (q *Classic) enqueue(p Publish) (*qmsg, *store.Entry, bool, bool) {
 	s := &q.st
 	q.sPublished.Add(1)
 	if q.args.Overflow != "drop-head" && q.full(len(p.Msg.Body)) {
@@ -209,7 +259,7 @@ func (q *Classic) enqueue(p Publish) (*store.Entry, bool, bool) {
 		if q.args.Overflow == "reject-publish-dlx" {
 			q.deadLetter([]*message.Message{p.Msg}, "maxlen")
 		}
-		return nil, false, true
+		return nil, nil, false, true
 	}
 	m := &qmsg{seq: s.nextSeq, msg: p.Msg}
 	s.nextSeq++
@@ -224,12 +274,13 @@ func (q *Classic) enqueue(p Publish) (*store.Entry, bool, bool) {
 		if s.diskCount == 0 {
 			s.diskFrom = m.seq
 		}
+		m.spilled = true
 		s.diskCount++
 		s.diskBytes += int64(len(p.Msg.Body))
-		return w, durable, false
+		return m, w, durable, false
 	}
 	q.pushReady(m)
-	return w, durable, false
+	return m, w, durable, false
 }
 
 func (q *Classic) convert(ctx context.Context, opts store.Options) error {

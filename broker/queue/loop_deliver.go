@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -110,6 +111,7 @@ func (q *Classic) refill() {
 // API) sees the deliveries taken out of the ready count.
 func (q *Classic) deliver() {
 	q.deliverReady()
+	q.markDelivered()
 	published := false
 	for _, cs := range q.st.consumers {
 		if cs.flush {
@@ -162,6 +164,7 @@ func (q *Classic) deliverReady() {
 				s.unacked[m.seq] = &unackedMsg{m: m, cons: cs}
 				s.unackedB += int64(len(m.msg.Body))
 				cs.unacked++
+				q.noteDelivered(m)
 			}
 		}
 		s.rr++
@@ -169,6 +172,30 @@ func (q *Classic) deliverReady() {
 			return
 		}
 	}
+}
+
+// noteDelivered remembers that a durable message went to a consumer that
+// will ack it, for markDelivered. A message already redelivered is marked.
+func (q *Classic) noteDelivered(m *qmsg) {
+	if m.inIndex && !m.redelivered && q.isDurable(m) {
+		q.st.toMark = append(q.st.toMark, m.seq)
+	}
+}
+
+// markDelivered records the turn's deliveries in the index (one status
+// write per run of entries) before they reach the socket: after a crash,
+// messages that were handed to a consumer come back redelivered, and only
+// those, as with RabbitMQ's classic queue index.
+func (q *Classic) markDelivered() {
+	s := &q.st
+	if len(s.toMark) == 0 {
+		return
+	}
+	slices.Sort(s.toMark)
+	if err := q.idx.MarkDelivered(s.toMark); err != nil {
+		q.log.Error("mark delivered in queue index", "err", err)
+	}
+	s.toMark = s.toMark[:0]
 }
 
 // forget removes a settled message from the index.
@@ -262,6 +289,8 @@ func (q *Classic) get(noAck bool) (Delivery, bool) {
 		} else {
 			s.unacked[m.seq] = &unackedMsg{m: m}
 			s.unackedB += int64(len(m.msg.Body))
+			q.noteDelivered(m)
+			q.markDelivered()
 		}
 		return d, true
 	}

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"runtime/metrics"
-	"syscall"
 	"time"
 
 	"github.com/warrenmq/warren/broker/mgmt"
@@ -34,9 +33,12 @@ func (b *Broker) Alarms() []string {
 	return out
 }
 
-// watchResources raises and clears the memory and disk alarms every second.
-// While an alarm is raised, publishing connections are blocked
-// (connection.blocked), as RabbitMQ does.
+// watchResources samples memory and disk every second, raising and clearing
+// the alarms. While an alarm is raised, publishing connections are blocked
+// (connection.blocked), as RabbitMQ does. The disk alarm is also raised
+// between samples, by the writers (see store.DiskWatch): when what they are
+// about to write takes the free space below the limit, and when a write
+// finds the disk full.
 func (b *Broker) watchResources(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -45,40 +47,64 @@ func (b *Broker) watchResources(ctx context.Context) {
 		metrics.Read(samples)
 		heap := int64(samples[0].Value.Uint64())
 		mem := b.memoryLimit > 0 && heap > b.memoryLimit
-		disk := false
-		free := int64(-1)
-		var st syscall.Statfs_t
-		if err := syscall.Statfs(b.cfg.DataDir, &st); err == nil {
-			free = int64(st.Bavail) * int64(st.Bsize)
-			disk = free < b.cfg.Limits.DiskFreeLimit
-		}
+		free := b.disk.Sample()
 		b.alarmMu.Lock()
 		b.resources.MemUsed, b.resources.DiskFree = heap, free
-		changed := mem != b.memAlarm || disk != b.diskAlarm
-		b.memAlarm, b.diskAlarm = mem, disk
+		changed := mem != b.memAlarm
+		b.memAlarm = mem
 		b.alarmMu.Unlock()
 		if changed {
-			reason := ""
-			switch {
-			case mem && disk:
-				reason = "memory and disk alarms"
-			case mem:
-				reason = "memory alarm"
-			case disk:
-				reason = "disk alarm"
-			}
-			if reason != "" {
-				b.log.Warn("resource alarm raised: blocking publishers", "reason", reason)
-			} else {
-				b.log.Info("resource alarms cleared")
-			}
-			b.AMQP.SetBlocked(reason)
-			b.Stream.SetBlocked(reason)
+			b.applyAlarms()
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// diskAlarmChanged is the disk watch's callback: it may run on a queue's
+// goroutine, in the middle of a write, so the blocked notification reaches
+// publishers before the nack of a write that found the disk full.
+func (b *Broker) diskAlarmChanged(alarm bool) {
+	b.alarmMu.Lock()
+	b.diskAlarm = alarm
+	b.alarmMu.Unlock()
+	b.applyAlarms()
+}
+
+// applyAlarms tells the protocol servers the current alarms; blockMu keeps
+// concurrent changes (the watch, a writer) in order.
+func (b *Broker) applyAlarms() {
+	b.blockMu.Lock()
+	defer b.blockMu.Unlock()
+	b.alarmMu.Lock()
+	mem, disk := b.memAlarm, b.diskAlarm
+	changed := mem != b.blockedMem || disk != b.blockedDisk
+	b.blockedMem, b.blockedDisk = mem, disk
+	b.alarmMu.Unlock()
+	if !changed {
+		return
+	}
+	reason := ""
+	switch {
+	case mem && disk:
+		reason = "memory and disk alarms"
+	case mem:
+		reason = "memory alarm"
+	case disk:
+		reason = "disk alarm"
+	}
+	if reason != "" {
+		b.log.Warn("resource alarm raised: blocking publishers", "reason", reason, "disk_free", b.disk.Free(), "disk_free_limit", b.cfg.Limits.DiskFreeLimit)
+	} else {
+		b.log.Info("resource alarms cleared")
+	}
+	if b.AMQP != nil {
+		b.AMQP.SetBlocked(reason)
+	}
+	if b.Stream != nil {
+		b.Stream.SetBlocked(reason)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/warrenmq/warren/broker/config"
 	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/mgmt"
+	"github.com/warrenmq/warren/broker/store"
 	"github.com/warrenmq/warren/broker/stream"
 	"github.com/warrenmq/warren/broker/vhost"
 )
@@ -64,7 +65,14 @@ type Broker struct {
 	alarmMu     sync.Mutex
 	memAlarm    bool
 	diskAlarm   bool
-	resources   mgmt.NodeResources // the last sample watchResources took; under alarmMu
+	// disk watches free space for the disk alarm; its writers raise the
+	// alarm between the resource watch's samples.
+	disk *store.DiskWatch
+	// blockMu orders alarm changes told to the protocol servers; under it,
+	// blockedMem and blockedDisk are what they were last told.
+	blockMu                 sync.Mutex
+	blockedMem, blockedDisk bool
+	resources               mgmt.NodeResources // the last sample watchResources took; under alarmMu
 }
 
 // New opens the node's storage and recovers every vhost. It does not listen.
@@ -90,6 +98,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 	b := &Broker{cfg: cfg, log: log, meta: m, lock: lock, vhosts: map[string]*vhost.Vhost{}, listeners: map[string]net.Listener{}}
 	b.auth = auth.NewChecker(m, cfg.Auth.LoopbackUsers)
 	b.startedAt = time.Now()
+	b.disk = store.NewDiskWatch(cfg.DataDir, cfg.Limits.DiskFreeLimit, b.diskAlarmChanged)
+	b.disk.Sample()
 	b.msgID.Store(uint64(b.startedAt.UnixNano()))
 	b.memoryLimit = cfg.Limits.MemoryHighWatermark
 	if b.memoryLimit == 0 {
@@ -109,6 +119,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		}
 	}
 	b.unsub = m.Subscribe(b.onMetaEvent)
+	b.blockMu.Lock()
 	b.AMQP = amqp.NewServer(amqp.Config{
 		FrameMax:         cfg.AMQP.FrameMax,
 		ChannelMax:       cfg.AMQP.ChannelMax,
@@ -129,6 +140,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		Product:           "Warren",
 		WarrenVersion:     Version,
 	}, b, log.With("subsystem", "stream"))
+	b.blockedMem, b.blockedDisk = false, false // the new servers were told nothing yet
+	b.blockMu.Unlock()
+	b.applyAlarms()
 	return b, nil
 }
 
@@ -190,6 +204,7 @@ func (b *Broker) startVhost(ctx context.Context, mv meta.Vhost) error {
 		Meta:         b.meta,
 		Defaults:     b.cfg.Storage,
 		NewMessageID: b.NewMessageID,
+		Disk:         b.disk,
 		Log:          b.log,
 	})
 	if err != nil {

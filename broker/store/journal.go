@@ -176,13 +176,14 @@ func (q *QueueIndex) writeJournal(typ byte, payload []byte) error {
 	return nil
 }
 
+// journalAppend writes the batch as one journal write. On error (a full
+// disk) the journal is cut back and nothing of the batch stays. Moving the
+// journal into the segments is not part of the batch: the batch is safe in
+// the journal, and a move that fails is tried again later.
 func (q *QueueIndex) journalAppend(entries []Entry) error {
 	var buf []byte
 	for _, en := range entries {
-		e, body, err := q.buildEntry(en)
-		if err != nil {
-			return err
-		}
+		e, body := q.buildEntry(en)
 		binary.BigEndian.PutUint32(e[4:], entryCRC(e[:], body))
 		var hdr [9]byte
 		hdr[0] = jrecPublish
@@ -191,6 +192,19 @@ func (q *QueueIndex) journalAppend(entries []Entry) error {
 		binary.BigEndian.PutUint32(hdr[5:], crc32.Checksum(payload, crcTable))
 		buf = append(buf, hdr[:]...)
 		buf = append(buf, payload...)
+	}
+	if len(buf) == 0 {
+		return nil
+	}
+	q.vs.disk.Reserve(int64(len(buf)))
+	if _, err := q.journal.WriteAt(buf, q.journalN); err != nil {
+		// No stale record of this batch may stay behind the next write.
+		_ = q.journal.Truncate(q.journalN)
+		return fmt.Errorf("store: write journal: %w", err)
+	}
+	for _, en := range entries {
+		e, body := q.buildEntry(en)
+		binary.BigEndian.PutUint32(e[4:], entryCRC(e[:], body))
 		q.jpend[en.Seq] = &jentry{e: e, body: append([]byte(nil), body...)}
 		q.live++
 		q.bytes += int64(len(en.Data))
@@ -198,15 +212,11 @@ func (q *QueueIndex) journalAppend(entries []Entry) error {
 			q.next = en.Seq + 1
 		}
 	}
-	if len(buf) > 0 {
-		if _, err := q.journal.WriteAt(buf, q.journalN); err != nil {
-			return fmt.Errorf("store: write journal: %w", err)
-		}
-		q.journalN += int64(len(buf))
-		q.journalRecs += len(entries)
-		q.journalDirty = true
-	}
-	return q.maybeFlushJournal()
+	q.journalN += int64(len(buf))
+	q.journalRecs += len(entries)
+	q.journalDirty = true
+	_ = q.maybeFlushJournal()
+	return nil
 }
 
 // journalMark records acks or delivered marks. Entries already in segment
@@ -274,7 +284,7 @@ func (q *QueueIndex) flushJournal() error {
 		// placeEntry counts the entry again: it was counted when journaled.
 		q.live--
 		q.bytes -= int64(binary.BigEndian.Uint32(je.e[28:]))
-		if err := q.placeEntry(je.e, je.body); err != nil {
+		if err := q.placeEntry(je.e, je.body, nil); err != nil {
 			return err
 		}
 	}
@@ -317,7 +327,7 @@ func (q *QueueIndex) readJournal(from uint64, max, maxBytes int, limitBytes bool
 			break
 		}
 		je := q.jpend[seq]
-		en := Entry{Seq: seq, ID: MsgID(binary.BigEndian.Uint64(je.e[16:])), Persistent: je.e[1]&flagPersistent != 0, Redelivered: je.e[0] == statusDelivered || seq < q.redeliverBelow}
+		en := Entry{Seq: seq, ID: MsgID(binary.BigEndian.Uint64(je.e[16:])), Persistent: je.e[1]&flagPersistent != 0, Redelivered: je.e[0] == statusDelivered}
 		if je.e[1]&flagExternal != 0 {
 			data, err := q.vs.msgs.Read(en.ID)
 			if err != nil {

@@ -58,8 +58,8 @@ func TestV1JournalFlushAndCrash(t *testing.T) {
 	}
 	for i, e := range got {
 		want := uint64(2*i + 1)
-		if e.Seq != want || !bytes.Equal(e.Data, body(want, len(e.Data))) || !e.Redelivered {
-			t.Fatalf("entry %d: seq %d (want %d) redelivered=%v", i, e.Seq, want, e.Redelivered)
+		if e.Seq != want || !bytes.Equal(e.Data, body(want, len(e.Data))) || e.Redelivered {
+			t.Fatalf("entry %d: seq %d (want %d) redelivered=%v (never delivered)", i, e.Seq, want, e.Redelivered)
 		}
 	}
 	_, _, _, msgs := v.msgs.Stats()

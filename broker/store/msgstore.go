@@ -1,12 +1,11 @@
 package store
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -35,15 +34,24 @@ const (
 )
 
 // MessageStore keeps large messages for every queue of a vhost.
+//
+// Writes go to the OS when they are made (one pwrite per batch: see
+// writeBatch), not through a buffer, so a write that fails — a full disk —
+// fails for the batch that made it and for nothing else: the file is cut
+// back, the batch's index entries and references undone, and the next
+// batch writes where it would have.
 type MessageStore struct {
-	dir string
+	dir  string
+	disk *DiskWatch // may be nil
+	log  *slog.Logger
 
 	mu        sync.Mutex
 	index     map[MsgID]*msgLoc
 	files     map[uint32]*msgFile
 	cur       *msgFile
-	w         *bufio.Writer
 	dirty     map[uint32]*msgFile // written since the last sync
+	wbuf      []byte              // writeBatch's encoding buffer, reused
+	undo      []msgUndo           // writeBatch's changes, to undo a failed write
 	recovered bool
 	closed    bool
 }
@@ -56,18 +64,27 @@ type msgLoc struct {
 }
 
 type msgFile struct {
-	num     uint32
-	f       *os.File
-	size    int64 // bytes written (buffered included)
-	flushed int64
-	live    int64
+	num  uint32
+	f    *os.File
+	size int64 // bytes written
+	live int64
 }
 
-func openMessageStore(dir string) (*MessageStore, error) {
+// msgUndo is one change writeBatch made to the index: a new record, or one
+// more reference to a stored one.
+type msgUndo struct {
+	id    MsgID
+	added bool
+}
+
+func openMessageStore(dir string, disk *DiskWatch, log *slog.Logger) (*MessageStore, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("store: create %s: %w", dir, err)
 	}
-	s := &MessageStore{dir: dir, index: map[MsgID]*msgLoc{}, files: map[uint32]*msgFile{}, dirty: map[uint32]*msgFile{}}
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &MessageStore{dir: dir, disk: disk, log: log, index: map[MsgID]*msgLoc{}, files: map[uint32]*msgFile{}, dirty: map[uint32]*msgFile{}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("store: list %s: %w", dir, err)
@@ -101,64 +118,11 @@ func openMessageStore(dir string) (*MessageStore, error) {
 		s.closeFiles()
 		return nil, err
 	}
-	if s.cur == nil {
-		if err := s.rotate(next); err != nil {
-			s.closeFiles()
-			return nil, err
-		}
-	}
-	s.w = bufio.NewWriterSize(fileAppender{s.cur}, 256<<10)
 	return s, nil
-}
-
-// fileAppender writes at the end of a msgFile.
-type fileAppender struct{ mf *msgFile }
-
-func (a fileAppender) Write(p []byte) (int, error) {
-	n, err := a.mf.f.WriteAt(p, a.mf.flushed)
-	a.mf.flushed += int64(n)
-	return n, err
 }
 
 func (s *MessageStore) path(n uint32) string {
 	return filepath.Join(s.dir, fmt.Sprintf("%d.rdq", n))
-}
-
-// recoverFile indexes every whole record of file n and cuts a torn tail.
-func (s *MessageStore) recoverFile(n uint32) error {
-	f, err := os.OpenFile(s.path(n), os.O_RDWR, 0o640)
-	if err != nil {
-		return fmt.Errorf("store: open message file: %w", err)
-	}
-	r := bufio.NewReaderSize(f, 1<<20)
-	var off int64
-	var hdr [msgHeader]byte
-	for {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			break
-		}
-		size := binary.BigEndian.Uint32(hdr[0:])
-		if size > maxMessageSize {
-			break
-		}
-		data := make([]byte, size)
-		if _, err := io.ReadFull(r, data); err != nil {
-			break
-		}
-		sum := crc32.Update(crc32.Checksum(hdr[8:16], crcTable), crcTable, data)
-		if sum != binary.BigEndian.Uint32(hdr[4:]) {
-			break
-		}
-		id := MsgID(binary.BigEndian.Uint64(hdr[8:]))
-		s.index[id] = &msgLoc{file: n, off: off, size: msgHeader + size}
-		off += int64(msgHeader + size)
-	}
-	if err := f.Truncate(off); err != nil {
-		f.Close()
-		return fmt.Errorf("store: cut torn message file: %w", err)
-	}
-	s.files[n] = &msgFile{num: n, f: f, size: off, flushed: off}
-	return nil
 }
 
 func (s *MessageStore) rotate(n uint32) error {
@@ -206,41 +170,84 @@ func (s *MessageStore) recoveryDone() {
 	s.recovered = true
 }
 
-// Write stores data under id, or adds a reference when it is already stored.
-func (s *MessageStore) Write(id MsgID, data []byte) error {
+// writeBatch stores the data of entries with data of at least embedBelow
+// bytes (the others are embedded in a queue index), in order, or adds a
+// reference to each that is already stored. It is all or nothing: on error
+// nothing of the batch is stored or referenced.
+func (s *MessageStore) writeBatch(entries []Entry, embedBelow int) error {
+	var n int64
+	for i := range entries {
+		if len(entries[i].Data) >= embedBelow {
+			n += int64(msgHeader + len(entries[i].Data))
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	s.disk.Reserve(n)
+	err := s.writeBatchLocked(entries, embedBelow)
+	if err != nil {
+		s.disk.NoSpace(err)
+	}
+	return err
+}
+
+func (s *MessageStore) writeBatchLocked(entries []Entry, embedBelow int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
 	}
-	if loc, ok := s.index[id]; ok {
-		loc.refs++
-		return nil
-	}
 	if s.cur.size >= msgFileMax {
-		if err := s.w.Flush(); err != nil {
-			return fmt.Errorf("store: flush message file: %w", err)
-		}
 		if err := s.rotate(s.cur.num + 1); err != nil {
 			return err
 		}
-		s.w.Reset(fileAppender{s.cur})
 	}
-	var hdr [msgHeader]byte
-	binary.BigEndian.PutUint32(hdr[0:], uint32(len(data)))
-	binary.BigEndian.PutUint64(hdr[8:], uint64(id))
-	binary.BigEndian.PutUint32(hdr[4:], crc32.Update(crc32.Checksum(hdr[8:16], crcTable), crcTable, data))
-	if _, err := s.w.Write(hdr[:]); err != nil {
-		return fmt.Errorf("store: write message: %w", err)
+	cur := s.cur
+	buf, undo := s.wbuf[:0], s.undo[:0]
+	for i := range entries {
+		id, data := entries[i].ID, entries[i].Data
+		if len(data) < embedBelow {
+			continue
+		}
+		if loc, ok := s.index[id]; ok {
+			loc.refs++
+			undo = append(undo, msgUndo{id: id})
+			continue
+		}
+		var hdr [msgHeader]byte
+		binary.BigEndian.PutUint32(hdr[0:], uint32(len(data)))
+		binary.BigEndian.PutUint64(hdr[8:], uint64(id))
+		binary.BigEndian.PutUint32(hdr[4:], crc32.Update(crc32.Checksum(hdr[8:16], crcTable), crcTable, data))
+		size := uint32(msgHeader + len(data))
+		s.index[id] = &msgLoc{file: cur.num, off: cur.size + int64(len(buf)), size: size, refs: 1}
+		undo = append(undo, msgUndo{id: id, added: true})
+		buf = append(append(buf, hdr[:]...), data...)
 	}
-	if _, err := s.w.Write(data); err != nil {
-		return fmt.Errorf("store: write message: %w", err)
+	s.undo = undo
+	if cap(buf) <= 4<<20 {
+		s.wbuf = buf[:0] // a rare huge batch does not stay allocated
 	}
-	size := uint32(msgHeader + len(data))
-	s.index[id] = &msgLoc{file: s.cur.num, off: s.cur.size, size: size, refs: 1}
-	s.cur.size += int64(size)
-	s.cur.live += int64(size)
-	s.dirty[s.cur.num] = s.cur
+	if len(buf) == 0 {
+		return nil
+	}
+	if _, err := cur.f.WriteAt(buf, cur.size); err != nil {
+		// Cut what part of the batch got written, so the file ends on a
+		// whole record and no stale record of this batch survives behind
+		// the next one; the next batch writes at the same place.
+		_ = cur.f.Truncate(cur.size)
+		for i := len(undo) - 1; i >= 0; i-- {
+			if undo[i].added {
+				delete(s.index, undo[i].id)
+			} else {
+				s.index[undo[i].id].refs--
+			}
+		}
+		return fmt.Errorf("store: write messages to %s: %w", cur.f.Name(), err)
+	}
+	cur.size += int64(len(buf))
+	cur.live += int64(len(buf))
+	s.dirty[cur.num] = cur
 	return nil
 }
 
@@ -253,12 +260,6 @@ func (s *MessageStore) Read(id MsgID) ([]byte, error) {
 		return nil, fmt.Errorf("%w: message %d", ErrNotFound, id)
 	}
 	mf := s.files[loc.file]
-	if loc.off+int64(loc.size) > mf.flushed {
-		if err := s.w.Flush(); err != nil {
-			s.mu.Unlock()
-			return nil, fmt.Errorf("store: flush message file: %w", err)
-		}
-	}
 	buf := make([]byte, loc.size)
 	_, err := mf.f.ReadAt(buf, loc.off)
 	s.mu.Unlock()
@@ -293,43 +294,46 @@ func (s *MessageStore) Release(id MsgID) {
 }
 
 // compactLocked copies a file's live records to the current file, makes them
-// durable, and deletes the file.
+// durable, and deletes the file. On any failure (a full disk) nothing moves
+// and the file stays, to be tried again on a later release.
 func (s *MessageStore) compactLocked(mf *msgFile) {
 	if mf.live <= 0 {
 		s.removeFileLocked(mf)
 		return
 	}
+	if s.cur.size >= msgFileMax && s.rotate(s.cur.num+1) != nil {
+		return
+	}
 	type move struct {
-		id  MsgID
 		loc *msgLoc
+		off int64 // in the current file
 	}
 	var moves []move
-	for id, loc := range s.index {
-		if loc.file == mf.num {
-			moves = append(moves, move{id, loc})
+	var buf []byte
+	cur := s.cur
+	for _, loc := range s.index {
+		if loc.file != mf.num {
+			continue
 		}
-	}
-	for _, m := range moves {
-		buf := make([]byte, m.loc.size)
-		if _, err := mf.f.ReadAt(buf, m.loc.off); err != nil {
-			return // keep the file; try again on a later release
-		}
-		if s.cur.size >= msgFileMax {
-			if s.w.Flush() != nil || s.rotate(s.cur.num+1) != nil {
-				return
-			}
-			s.w.Reset(fileAppender{s.cur})
-		}
-		if _, err := s.w.Write(buf); err != nil {
+		moves = append(moves, move{loc, cur.size + int64(len(buf))})
+		buf = append(buf, make([]byte, loc.size)...)
+		if _, err := mf.f.ReadAt(buf[len(buf)-int(loc.size):], loc.off); err != nil {
 			return
 		}
-		m.loc.file, m.loc.off = s.cur.num, s.cur.size
-		s.cur.size += int64(m.loc.size)
-		s.cur.live += int64(m.loc.size)
-		mf.live -= int64(m.loc.size)
 	}
-	if s.w.Flush() != nil || s.cur.f.Sync() != nil {
+	if _, err := cur.f.WriteAt(buf, cur.size); err != nil {
+		_ = cur.f.Truncate(cur.size)
+		s.disk.NoSpace(err)
 		return
+	}
+	if err := cur.f.Sync(); err != nil {
+		_ = cur.f.Truncate(cur.size)
+		return
+	}
+	cur.size += int64(len(buf))
+	cur.live += int64(len(buf))
+	for _, m := range moves {
+		m.loc.file, m.loc.off = cur.num, m.off
 	}
 	s.removeFileLocked(mf)
 }
@@ -344,15 +348,12 @@ func (s *MessageStore) removeFileLocked(mf *msgFile) {
 	_ = os.Remove(s.path(mf.num))
 }
 
-// flush hands buffered records to the OS and returns the files to fsync.
+// flush returns the files written since the last call, to fsync.
 func (s *MessageStore) flush() ([]*os.File, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, ErrClosed
-	}
-	if err := s.w.Flush(); err != nil {
-		return nil, fmt.Errorf("store: flush message file: %w", err)
 	}
 	files := make([]*os.File, 0, len(s.dirty))
 	for n, mf := range s.dirty {
@@ -380,10 +381,7 @@ func (s *MessageStore) close() error {
 		return nil
 	}
 	s.closed = true
-	err := s.w.Flush()
-	if err == nil {
-		err = s.cur.f.Sync()
-	}
+	err := s.cur.f.Sync()
 	s.closeFiles()
 	return err
 }

@@ -87,9 +87,6 @@ type QueueIndex struct {
 	// next is one past the highest seq appended or recovered.
 	next      uint64
 	countRefs bool // recovery takes message-store references
-	// redeliverBelow: after an unclean shutdown every recovered entry (seq
-	// below it) may have been delivered, so it is served redelivered.
-	redeliverBelow uint64
 
 	// Version 1 only: the journal and the entries it holds that are not yet
 	// in segment files (all newer than any segment entry).
@@ -282,19 +279,37 @@ func (q *QueueIndex) dropSegment(s *segment) {
 	_ = os.Remove(q.segPath(s.num, "qs"))
 }
 
-// Append writes entries (seqs increasing). Embedded bodies go to the
-// segment's body file (version 1: to the journal first), larger ones to the
-// message store.
+// Append writes entries (seqs increasing, each new to the queue). Embedded
+// bodies go to the segment's body file (version 1: to the journal first),
+// larger ones to the message store. Everything is handed to the OS before
+// Append returns (Sync then makes it durable), and it is all or nothing: on
+// error (a full disk) no entry of the batch is stored, referenced or
+// counted, and nothing of it is found by Read or by recovery; the queue
+// nacks the batch and carries on.
 func (q *QueueIndex) Append(entries []Entry) error {
-	if q.journal != nil {
-		return q.journalAppend(entries)
+	if err := q.vs.msgs.writeBatch(entries, q.opts.EmbedBelow); err != nil {
+		return err
 	}
-	return q.appendSegments(entries)
+	var err error
+	if q.journal != nil {
+		err = q.journalAppend(entries)
+	} else {
+		err = q.appendSegments(entries)
+	}
+	if err != nil {
+		for i := range entries {
+			if len(entries[i].Data) >= q.opts.EmbedBelow {
+				q.vs.msgs.Release(entries[i].ID)
+			}
+		}
+		q.vs.disk.NoSpace(err)
+	}
+	return err
 }
 
 // buildEntry encodes en's index entry; body is what the segment's body file
 // must hold (nil for a message-store message).
-func (q *QueueIndex) buildEntry(en Entry) (e [entrySize]byte, body []byte, err error) {
+func (q *QueueIndex) buildEntry(en Entry) (e [entrySize]byte, body []byte) {
 	e[0] = statusPublished
 	if en.Persistent {
 		e[1] |= flagPersistent
@@ -304,36 +319,99 @@ func (q *QueueIndex) buildEntry(en Entry) (e [entrySize]byte, body []byte, err e
 	binary.BigEndian.PutUint32(e[28:], uint32(len(en.Data)))
 	if len(en.Data) >= q.opts.EmbedBelow {
 		e[1] |= flagExternal
-		if err := q.vs.msgs.Write(en.ID, en.Data); err != nil {
-			return e, nil, err
-		}
-		return e, nil, nil
+		return e, nil
 	}
-	return e, en.Data, nil
+	return e, en.Data
 }
 
+// segUndo is a segment's state before a batch touched it.
+type segUndo struct {
+	s     *segment
+	bodyN int64
+	live  int
+}
+
+// appendSegments places entries and writes them through; on error it
+// undoes the batch (see undoAppend).
 func (q *QueueIndex) appendSegments(entries []Entry) error {
-	for _, en := range entries {
-		e, body, err := q.buildEntry(en)
-		if err != nil {
-			return err
+	// Start with nothing buffered, so what is buffered below is the batch.
+	if err := q.Flush(); err != nil {
+		return err
+	}
+	live, bytes, next := q.live, q.bytes, q.next
+	var touched []segUndo
+	var reserve int64
+	err := func() error {
+		for _, en := range entries {
+			e, body := q.buildEntry(en)
+			if err := q.placeEntry(e, body, func(s *segment) {
+				if len(touched) == 0 || touched[len(touched)-1].s != s {
+					touched = append(touched, segUndo{s: s, bodyN: s.bodyN, live: s.live})
+				}
+			}); err != nil {
+				return err
+			}
+			reserve += entrySize + int64(len(body))
 		}
-		if err := q.placeEntry(e, body); err != nil {
-			return err
+		q.vs.disk.Reserve(reserve)
+		for _, t := range touched {
+			if err := q.flushSegment(t.s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		q.undoAppend(entries, touched)
+		q.live, q.bytes, q.next = live, bytes, next
+	}
+	return err
+}
+
+// undoAppend takes a failed batch out of the segments: buffers dropped,
+// bodies cut back, and any entry that reached a segment file emptied, so
+// neither Read nor recovery finds it.
+func (q *QueueIndex) undoAppend(entries []Entry, touched []segUndo) {
+	E := q.opts.segmentEntries()
+	for _, t := range touched {
+		s := t.s
+		s.pend, s.bodyBuf = s.pend[:0], s.bodyBuf[:0]
+		s.live = t.live
+		if s.idx == nil {
+			continue
+		}
+		if s.bodyN > t.bodyN {
+			_ = s.body.Truncate(t.bodyN)
+			s.bodyN = t.bodyN
+		}
+		var st [1]byte
+		for _, en := range entries {
+			if en.Seq/E != s.num {
+				continue
+			}
+			off := int64(en.Seq%E) * entrySize
+			// A slot never written reads as zero (a hole, or past the end).
+			if n, _ := s.idx.ReadAt(st[:], off); n == 1 && st[0] != statusEmpty {
+				_, _ = s.idx.WriteAt([]byte{statusEmpty}, off)
+				s.dirty = true
+			}
 		}
 	}
-	return nil
 }
 
 // placeEntry puts a built entry (status included) into its segment: the
 // body is appended to the segment's body file, the entry's offset and CRC
-// set, and the entry buffered for its fixed position.
-func (q *QueueIndex) placeEntry(e [entrySize]byte, body []byte) error {
+// set, and the entry buffered for its fixed position. touch (may be nil)
+// is told the segment before it changes.
+func (q *QueueIndex) placeEntry(e [entrySize]byte, body []byte, touch func(*segment)) error {
 	E := q.opts.segmentEntries()
 	seq := binary.BigEndian.Uint64(e[8:])
 	s, err := q.openSegment(seq / E)
 	if err != nil {
 		return err
+	}
+	if touch != nil {
+		touch(s)
 	}
 	if e[1]&flagExternal == 0 {
 		binary.BigEndian.PutUint32(e[24:], uint32(s.bodyN+int64(len(s.bodyBuf))))

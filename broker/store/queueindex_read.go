@@ -86,7 +86,7 @@ func (q *QueueIndex) readSegments(from uint64, max, maxBytes int, fn func(Entry)
 				continue
 			}
 			p := pick{
-				en:       Entry{Seq: seq, ID: MsgID(binary.BigEndian.Uint64(e[16:])), Persistent: e[1]&flagPersistent != 0, Redelivered: e[0] == statusDelivered || seq < q.redeliverBelow},
+				en:       Entry{Seq: seq, ID: MsgID(binary.BigEndian.Uint64(e[16:])), Persistent: e[1]&flagPersistent != 0, Redelivered: e[0] == statusDelivered},
 				off:      int64(binary.BigEndian.Uint32(e[24:])),
 				size:     binary.BigEndian.Uint32(e[28:]),
 				external: e[1]&flagExternal != 0,

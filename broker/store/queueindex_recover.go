@@ -101,9 +101,6 @@ func (q *QueueIndex) recover() (Recovery, error) {
 		}
 	}
 	q.next = rec.Next
-	if !rec.Clean {
-		q.redeliverBelow = rec.Next
-	}
 	return rec, nil
 }
 

@@ -11,7 +11,7 @@ import (
 
 func openVhost(t *testing.T, dir string) *VhostStore {
 	t.Helper()
-	v, err := OpenVhost(context.Background(), dir)
+	v, err := OpenVhost(context.Background(), VhostConfig{Dir: dir})
 	if err != nil {
 		t.Fatalf("OpenVhost: %v", err)
 	}
@@ -246,7 +246,7 @@ func TestConvertBetweenVersions(t *testing.T) {
 }
 
 func BenchmarkAppendSync100(b *testing.B) {
-	v, err := OpenVhost(context.Background(), b.TempDir())
+	v, err := OpenVhost(context.Background(), VhostConfig{Dir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
 	}

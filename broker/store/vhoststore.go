@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -13,6 +14,8 @@ import (
 // directories and the group-commit syncer.
 type VhostStore struct {
 	dir    string
+	disk   *DiskWatch // may be nil
+	log    *slog.Logger
 	msgs   *MessageStore
 	syncer *syncer
 	// readBufs lends queues the buffers they read segments with, so idle
@@ -49,21 +52,36 @@ type StoreStats struct {
 	FsyncSeconds []float64
 }
 
-// OpenVhost opens (or creates) the storage under dir and recovers the
+// VhostConfig configures a vhost's storage.
+type VhostConfig struct {
+	// Dir holds the vhost's message store and queue directories.
+	Dir string
+	// Disk (may be nil) is told what is about to be written and when a
+	// write finds the disk full, for the disk alarm.
+	Disk *DiskWatch
+	// Log receives the repairs recovery makes (nil: slog.Default()).
+	Log *slog.Logger
+}
+
+// OpenVhost opens (or creates) the storage under cfg.Dir and recovers the
 // message store. Queues are opened with OpenQueue; call RecoveryDone once
 // every queue that exists has been opened, so unreferenced messages go.
-func OpenVhost(ctx context.Context, dir string) (*VhostStore, error) {
+func OpenVhost(ctx context.Context, cfg VhostConfig) (*VhostStore, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	dir := cfg.Dir
 	if err := os.MkdirAll(filepath.Join(dir, "queues"), 0o750); err != nil {
 		return nil, fmt.Errorf("store: create %s: %w", dir, err)
 	}
-	msgs, err := openMessageStore(filepath.Join(dir, "msg_store"))
+	msgs, err := openMessageStore(filepath.Join(dir, "msg_store"), cfg.Disk, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
-	v := &VhostStore{dir: dir, msgs: msgs}
+	v := &VhostStore{dir: dir, msgs: msgs, disk: cfg.Disk, log: cfg.Log}
 	v.syncer = newSyncer(msgs)
 	return v, nil
 }

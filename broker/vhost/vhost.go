@@ -31,7 +31,10 @@ type Config struct {
 	Defaults config.Storage
 	// NewMessageID returns node-unique message ids.
 	NewMessageID func() uint64
-	Log          *slog.Logger
+	// Disk (may be nil) is told what the vhost's storage writes, for the
+	// disk alarm.
+	Disk *store.DiskWatch
+	Log  *slog.Logger
 }
 
 // Settings are a vhost's effective storage settings.
@@ -72,7 +75,7 @@ func Open(ctx context.Context, cfg Config) (*Vhost, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	st, err := store.OpenVhost(ctx, cfg.Dir)
+	st, err := store.OpenVhost(ctx, store.VhostConfig{Dir: cfg.Dir, Disk: cfg.Disk, Log: cfg.Log.With("vhost", cfg.Name)})
 	if err != nil {
 		return nil, fmt.Errorf("vhost %q: open store: %w", cfg.Name, err)
 	}

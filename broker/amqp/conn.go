@@ -48,6 +48,16 @@ type conn struct {
 	// writing is set (under outMu) while the writer goroutine writes
 	// outside the lock; flushInline leaves the socket to it meanwhile.
 	writing bool
+	// inflight is what the writer took from out and has not written yet
+	// (under outMu; kept exact only while outputOver is set).
+	inflight int
+	// outputOver is set (under outMu) when out and inflight together
+	// exceed Config.OutputBufferLimit, and cleared once the writer has
+	// drained them to half of it: the reader, which loads it once per
+	// frame, stops reading the client's frames meanwhile (waitOutput).
+	// outputDrained wakes it.
+	outputOver    atomic.Bool
+	outputDrained chan struct{}
 	// sock reads the socket and does flushInline's non-blocking writes
 	// (nil: TLS or not TCP).
 	sock      *sockio.Socket
@@ -89,17 +99,18 @@ type conn struct {
 
 func newConn(s *Server, id uint64, nc net.Conn) *conn {
 	c := &conn{
-		srv:         s,
-		id:          id,
-		nc:          nc,
-		r:           wire.NewReader(nc, 64<<10),
-		name:        fmt.Sprintf("%s -> %s", nc.RemoteAddr(), nc.LocalAddr()),
-		connectedAt: time.Now(),
-		channels:    map[uint16]*channel{},
-		outSignal:   make(chan struct{}, 1),
-		done:        make(chan struct{}),
-		stopWriting: make(chan struct{}),
-		writerDone:  make(chan struct{}),
+		srv:           s,
+		id:            id,
+		nc:            nc,
+		r:             wire.NewReader(nc, 64<<10),
+		name:          fmt.Sprintf("%s -> %s", nc.RemoteAddr(), nc.LocalAddr()),
+		connectedAt:   time.Now(),
+		channels:      map[uint16]*channel{},
+		outSignal:     make(chan struct{}, 1),
+		outputDrained: make(chan struct{}, 1),
+		done:          make(chan struct{}),
+		stopWriting:   make(chan struct{}),
+		writerDone:    make(chan struct{}),
 	}
 	if sock, err := sockio.New(nc, sockio.BusyPoll{
 		For:      s.cfg.BusyPoll,
@@ -139,6 +150,15 @@ func (c *conn) serve(ctx context.Context) {
 func (c *conn) readLoop(ctx context.Context) error {
 	var lastDeadline time.Time
 	for frames := 0; ; frames++ {
+		if c.outputOver.Load() {
+			if err := c.waitOutput(ctx); err != nil {
+				return err
+			}
+			if c.heartbeat > 0 { // the read deadline may have passed meanwhile
+				lastDeadline = time.Now()
+				_ = c.nc.SetReadDeadline(lastDeadline.Add(2 * c.heartbeat))
+			}
+		}
 		// The clock is not free: look at it before a read that will reach
 		// the socket, and every 64 frames (the buffer may never run dry
 		// under a steady flow).

@@ -1,6 +1,9 @@
 package amqp
 
 import (
+	"context"
+	"fmt"
+	"net"
 	"time"
 
 	"github.com/warrenmq/warren/broker/amqp/wire"
@@ -9,6 +12,17 @@ import (
 // The output side of a connection: frames are appended to one buffer under
 // outMu; the goroutine that finishes a batch writes it inline when it can,
 // and the writer goroutine takes what the socket did not.
+//
+// The output is bounded twice. Deliveries stop at outputHighWater (queues
+// wait for the writer, consumers are woken once it drained). Everything
+// else the client's own frames cause (confirms, basic.return with its
+// body, method replies, basic.get-ok) is bounded by
+// Config.OutputBufferLimit: once the buffer and what the writer holds
+// exceed it, the reader stops reading the client's frames until the
+// writer has drained them to half the limit; the socket's kernel buffers
+// fill and TCP pushes back on the client, as RabbitMQ's flow control does.
+// The cost on the hot path is one atomic load per frame read and a
+// compare per append under outMu.
 
 // outputHighWater is the output buffer size above which queues stop
 // delivering to a connection until the writer drains it.
@@ -42,6 +56,7 @@ func (c *conn) flushInline() (rest bool) {
 	c.sendOct.Add(uint64(n))
 	c.wroteInline.Store(true)
 	c.out = c.out[:copy(c.out, c.out[n:])]
+	c.drainedLocked()
 	return len(c.out) > 0
 }
 
@@ -49,6 +64,7 @@ func (c *conn) flushInline() (rest bool) {
 func (c *conn) send(fn func(b []byte) []byte) {
 	c.outMu.Lock()
 	c.out = fn(c.out)
+	c.checkOutputLocked()
 	c.outMu.Unlock()
 	c.signal()
 }
@@ -58,7 +74,64 @@ func (c *conn) send(fn func(b []byte) []byte) {
 func (c *conn) sendQuiet(fn func(b []byte) []byte) {
 	c.outMu.Lock()
 	c.out = fn(c.out)
+	c.checkOutputLocked()
 	c.outMu.Unlock()
+}
+
+// checkOutputLocked stops the reader (outputOver) when the output is over
+// Config.OutputBufferLimit. c.outMu is held.
+func (c *conn) checkOutputLocked() {
+	if len(c.out)+c.inflight > c.srv.cfg.OutputBufferLimit && !c.outputOver.Load() {
+		c.outputOver.Store(true)
+	}
+}
+
+// drainedLocked lets the reader go on once the output is down to half
+// Config.OutputBufferLimit. c.outMu is held.
+func (c *conn) drainedLocked() {
+	if c.outputOver.Load() && len(c.out)+c.inflight <= c.srv.cfg.OutputBufferLimit/2 {
+		c.outputOver.Store(false)
+		select {
+		case c.outputDrained <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// waitOutput holds the reader while the output is over its limit (see
+// outputOver): the client's frames stay in the socket. What the reader
+// batched goes to the queues and the output to the writer first. A client
+// that takes no output for two heartbeat intervals meanwhile is cut off,
+// as one whose heartbeats stopped: the writer, blocked on its socket, shows
+// no other sign of life.
+func (c *conn) waitOutput(ctx context.Context) error {
+	if err := c.flushPublishes(ctx); err != nil {
+		return err
+	}
+	c.flush()
+	var timeout <-chan time.Time
+	if c.heartbeat > 0 {
+		t := time.NewTicker(2 * c.heartbeat)
+		defer t.Stop()
+		timeout = t.C
+	}
+	sent := c.sendOct.Load()
+	for c.outputOver.Load() {
+		select {
+		case <-c.outputDrained:
+		case <-timeout:
+			now := c.sendOct.Load()
+			if now == sent {
+				return fmt.Errorf("client takes no output, timeout: %s", 2*c.heartbeat)
+			}
+			sent = now
+		case <-c.done:
+			return net.ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // flush writes what is buffered inline, and wakes the writer for whatever
@@ -127,19 +200,15 @@ func (c *conn) writeLoop() {
 		waiters := c.waiters
 		c.waiters = nil
 		c.writing = len(buf) > 0
+		c.inflight = len(buf)
 		c.outMu.Unlock()
 		if len(buf) > 0 {
 			wrote = true
-			_, err := c.nc.Write(buf)
-			c.outMu.Lock()
-			c.writing = false
-			again := len(c.out) > 0
-			c.outMu.Unlock()
+			again, err := c.writeOut(buf)
 			if err != nil {
 				c.shutdownSocket()
 				return
 			}
-			c.sendOct.Add(uint64(len(buf)))
 			if again {
 				c.signal()
 			}
@@ -159,6 +228,40 @@ func (c *conn) writeLoop() {
 				return
 			}
 		}
+	}
+}
+
+// writeChunk is the most the writer hands the socket in one write: what
+// the client takes counts as it goes (sendOct, drainedLocked), not once a
+// large buffer is all out.
+const writeChunk = 256 << 10
+
+// writeOut writes buf, which the writer took from the output buffer, and
+// reports whether more output is waiting.
+func (c *conn) writeOut(buf []byte) (again bool, err error) {
+	for {
+		n := min(len(buf), writeChunk)
+		_, err = c.nc.Write(buf[:n])
+		buf = buf[n:]
+		if err == nil {
+			c.sendOct.Add(uint64(n))
+		}
+		if len(buf) > 0 && err == nil {
+			if c.outputOver.Load() {
+				c.outMu.Lock()
+				c.inflight = len(buf)
+				c.drainedLocked()
+				c.outMu.Unlock()
+			}
+			continue
+		}
+		c.outMu.Lock()
+		c.writing = false
+		c.inflight = 0
+		c.drainedLocked()
+		again = len(c.out) > 0
+		c.outMu.Unlock()
+		return again, err
 	}
 }
 

@@ -245,6 +245,9 @@ func (ch *channel) deliver(ctag string, cons *consumer, d *queue.Delivery) bool 
 		return false
 	}
 	ch.appendDeliveryLocked(ctag, cons, d, noAck)
+	if cons == nil {
+		ch.c.checkOutputLocked() // basic.get-ok: the client's own frames asked for it
+	}
 	ch.c.outMu.Unlock()
 	ch.mu.Unlock()
 	if cons == nil {

@@ -16,6 +16,16 @@
 // the reader busy-polls the socket for it briefly (Config.BusyPoll) before it
 // sleeps, so the consumer's next batch leaves without a thread wake-up.
 //
+// The output is bounded (conn_write.go): queues stop delivering to a
+// connection whose buffer is over 1 MiB, and a reader whose connection
+// holds more than Config.OutputBufferLimit bytes for its socket (default
+// 4 MiB: confirms, basic.return with bodies, replies) stops reading the
+// client's frames until the writer has drained half of it, so a client
+// that publishes without reading is pushed back by TCP; if the client
+// takes no output for two heartbeat intervals meanwhile, the connection
+// is closed. The writer never waits on the reader, so a client blocked
+// writing to us can always read.
+//
 // Lock order: channel.mu (delivery tags and unacked messages), then
 // channel.confirmMu (publisher confirms), then conn.outMu (output buffer).
 // The reader never waits on a queue, except Throttle when a queue's inbox is

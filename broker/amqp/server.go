@@ -27,6 +27,12 @@ type Config struct {
 	// waits for (see sockio.BusyPoll); 0 never spins.
 	BusyPoll       time.Duration
 	MaxMessageSize int64
+	// OutputBufferLimit bounds the bytes a connection holds for its
+	// client's socket (confirms, returns, replies, deliveries): over it
+	// the reader stops reading the client's frames until the writer has
+	// drained the output to half the limit (default 4 MiB; see
+	// conn.waitOutput).
+	OutputBufferLimit int
 	// Product and Version are reported in connection.start's server-properties.
 	Product, Version string
 }
@@ -81,6 +87,9 @@ func NewServer(cfg Config, b Backend, log *slog.Logger) *Server {
 	}
 	if cfg.HandshakeTimeout == 0 {
 		cfg.HandshakeTimeout = 10 * time.Second
+	}
+	if cfg.OutputBufferLimit == 0 {
+		cfg.OutputBufferLimit = 4 << 20
 	}
 	if cfg.MaxMessageSize == 0 {
 		cfg.MaxMessageSize = 128 << 20

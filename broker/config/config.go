@@ -56,6 +56,11 @@ type AMQP struct {
 	// out without the reader's wake-up latency. At most half the
 	// processors spin at once; 0 turns it off.
 	BusyPoll time.Duration `json:"busy_poll"`
+	// OutputBufferLimit bounds the bytes a connection holds for its
+	// client's socket: over it, the connection stops reading the client's
+	// frames (its confirms, returns and replies stop growing; TCP pushes
+	// back on the client) until the client has read half of them.
+	OutputBufferLimit int64 `json:"output_buffer_limit"`
 }
 
 // Stream configures the RabbitMQ stream protocol listener.
@@ -180,12 +185,13 @@ func Default() Config {
 		DataDir:  "./data",
 		LogLevel: "info",
 		AMQP: AMQP{
-			Listen:           ":5672",
-			FrameMax:         131072,
-			ChannelMax:       2047,
-			Heartbeat:        60 * time.Second,
-			HandshakeTimeout: 10 * time.Second,
-			BusyPoll:         50 * time.Microsecond,
+			Listen:            ":5672",
+			FrameMax:          131072,
+			ChannelMax:        2047,
+			Heartbeat:         60 * time.Second,
+			HandshakeTimeout:  10 * time.Second,
+			BusyPoll:          50 * time.Microsecond,
+			OutputBufferLimit: 4 << 20,
 		},
 		Stream: Stream{
 			Listen:    ":5552",
@@ -364,6 +370,9 @@ func (c Config) Validate() error {
 	}
 	if c.AMQP.FrameMax != 0 && c.AMQP.FrameMax < 4096 {
 		bad("amqp.frame_max", "must be at least 4096, got %d", c.AMQP.FrameMax)
+	}
+	if c.AMQP.OutputBufferLimit < 64<<10 || c.AMQP.OutputBufferLimit > 1<<30 {
+		bad("amqp.output_buffer_limit", "must be between 65536 and 1073741824, got %d", c.AMQP.OutputBufferLimit)
 	}
 	if c.Storage.QueueVersion != 1 && c.Storage.QueueVersion != 2 {
 		bad("storage.queue_version", "must be 1 or 2, got %d", c.Storage.QueueVersion)

@@ -121,14 +121,15 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 	b.unsub = m.Subscribe(b.onMetaEvent)
 	b.blockMu.Lock()
 	b.AMQP = amqp.NewServer(amqp.Config{
-		FrameMax:         cfg.AMQP.FrameMax,
-		ChannelMax:       cfg.AMQP.ChannelMax,
-		Heartbeat:        cfg.AMQP.Heartbeat,
-		HandshakeTimeout: cfg.AMQP.HandshakeTimeout,
-		BusyPoll:         cfg.AMQP.BusyPoll,
-		MaxMessageSize:   cfg.Limits.MaxMessageSize,
-		Product:          "Warren",
-		Version:          Version,
+		FrameMax:          cfg.AMQP.FrameMax,
+		ChannelMax:        cfg.AMQP.ChannelMax,
+		Heartbeat:         cfg.AMQP.Heartbeat,
+		HandshakeTimeout:  cfg.AMQP.HandshakeTimeout,
+		BusyPoll:          cfg.AMQP.BusyPoll,
+		OutputBufferLimit: int(cfg.AMQP.OutputBufferLimit),
+		MaxMessageSize:    cfg.Limits.MaxMessageSize,
+		Product:           "Warren",
+		Version:           Version,
 	}, b, log.With("subsystem", "amqp"))
 	b.Stream = stream.NewServer(stream.Config{
 		FrameMax:          cfg.Stream.FrameMax,

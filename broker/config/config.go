@@ -78,6 +78,10 @@ type Stream struct {
 	AdvertisedPort int           `json:"advertised_port"`
 	FrameMax       uint32        `json:"frame_max"`
 	Heartbeat      time.Duration `json:"heartbeat"`
+	// InitialFrameMax bounds frames before open succeeds (RabbitMQ's
+	// stream.initial_frame_max): an unauthenticated client cannot make
+	// the node buffer more.
+	InitialFrameMax uint32 `json:"initial_frame_max"`
 }
 
 // HTTP configures the management API listener. Its timeouts also bound
@@ -194,9 +198,10 @@ func Default() Config {
 			OutputBufferLimit: 4 << 20,
 		},
 		Stream: Stream{
-			Listen:    ":5552",
-			FrameMax:  1048576,
-			Heartbeat: 60 * time.Second,
+			Listen:          ":5552",
+			FrameMax:        1048576,
+			Heartbeat:       60 * time.Second,
+			InitialFrameMax: 8192,
 		},
 		HTTP: HTTP{
 			Listen:            ":15672",
@@ -373,6 +378,9 @@ func (c Config) Validate() error {
 	}
 	if c.AMQP.OutputBufferLimit < 64<<10 || c.AMQP.OutputBufferLimit > 1<<30 {
 		bad("amqp.output_buffer_limit", "must be between 65536 and 1073741824, got %d", c.AMQP.OutputBufferLimit)
+	}
+	if c.Stream.InitialFrameMax != 0 && (c.Stream.InitialFrameMax < 1024 || c.Stream.InitialFrameMax > 1<<20) {
+		bad("stream.initial_frame_max", "must be between 1024 and 1 MiB, got %d", c.Stream.InitialFrameMax)
 	}
 	if c.Storage.QueueVersion != 1 && c.Storage.QueueVersion != 2 {
 		bad("storage.queue_version", "must be 1 or 2, got %d", c.Storage.QueueVersion)

@@ -133,6 +133,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 	}, b, log.With("subsystem", "amqp"))
 	b.Stream = stream.NewServer(stream.Config{
 		FrameMax:          cfg.Stream.FrameMax,
+		InitialFrameMax:   cfg.Stream.InitialFrameMax,
 		Heartbeat:         cfg.Stream.Heartbeat,
 		AdvertisedHost:    cfg.Stream.AdvertisedHost,
 		AdvertisedPort:    cfg.Stream.AdvertisedPort,

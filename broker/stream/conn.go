@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -9,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,6 +21,14 @@ import (
 )
 
 const codeOK = proto.CodeOK
+
+// A connection's read buffer: small before open, then large enough that a
+// publisher's frames are read with few system calls. It grows beyond with
+// the frames that arrive, up to the frame max.
+const (
+	preOpenReadBuffer = 4 << 10
+	openReadBuffer    = 64 << 10
+)
 
 // handshake states of a connection.
 const (
@@ -36,7 +44,7 @@ const (
 type conn struct {
 	srv *Server
 	nc  net.Conn
-	br  *bufio.Reader
+	rd  *proto.Reader
 	out *output
 
 	state       int
@@ -73,7 +81,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{
 		srv:        s,
 		nc:         nc,
-		br:         bufio.NewReaderSize(nc, 64<<10),
+		rd:         proto.NewReader(nc, preOpenReadBuffer),
 		out:        newOutput(s.cfg.OutputBufferBytes),
 		publishers: map[uint8]*publisher{},
 		subs:       map[uint8]*subscription{},
@@ -103,7 +111,7 @@ func (c *conn) serve(ctx context.Context) {
 	go func() {
 		werr <- c.out.run(c.nc, func() time.Duration { return time.Duration(c.heartbeat.Load()) })
 	}()
-	err := c.readLoop()
+	err := c.safely(c.readLoop)
 	c.teardown()
 	var pe *protoError
 	switch {
@@ -122,6 +130,20 @@ func (c *conn) serve(ctx context.Context) {
 		c.out.close()
 	}
 	_ = c.nc.Close()
+}
+
+// safely runs the reader. A panic in it is a bug, and this is only the
+// last line against it: logged at error with its stack, it closes this
+// connection alone (code internal error; teardown runs) instead of ending
+// the process.
+func (c *conn) safely(read func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.srv.log.Error("stream: recovered from a panic, closing the connection", "remote", c.nc.RemoteAddr(), "panic", r, "stack", string(debug.Stack()))
+			err = closeErr(proto.CodeInternalError, "internal error")
+		}
+	}()
+	return read()
 }
 
 // closeWith sends a close request and closes the socket once it is
@@ -169,7 +191,6 @@ func (c *conn) teardown() {
 }
 
 func (c *conn) readLoop() error {
-	var buf []byte
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.HandshakeTimeout))
 	for {
 		if c.state == stateOpened {
@@ -180,16 +201,18 @@ func (c *conn) readLoop() error {
 			}
 		}
 		max := c.frameMax.Load()
-		if c.state < stateOpened && (max == 0 || max > 1<<20) {
-			max = 1 << 20
+		if c.state < stateOpened && (max == 0 || max > c.srv.cfg.InitialFrameMax) {
+			// As RabbitMQ: frames stay small until open succeeds.
+			max = c.srv.cfg.InitialFrameMax
 		}
+		c.rd.SetMaxFrameSize(max)
 		// A client that does not read what it is sent (confirms, above
 		// all) stops being read: its output is bounded, and TCP holds its
 		// publishes back.
 		if !c.out.waitBelow(c.ctx, 2*c.srv.cfg.OutputBufferBytes) {
 			return nil
 		}
-		body, err := proto.ReadFrame(c.br, buf, max)
+		body, err := c.rd.ReadFrame()
 		if err != nil {
 			if c.closing.Load() {
 				return nil
@@ -206,35 +229,18 @@ func (c *conn) readLoop() error {
 			}
 			return err
 		}
-		if cap(body) <= 1<<20 {
-			buf = body[:0]
-		}
 		if err := c.handle(body); err != nil {
 			return err
 		}
 		if c.closing.Load() {
 			return nil
 		}
-		if len(c.dirty) > 0 && !c.frameBuffered() {
+		if len(c.dirty) > 0 && !c.rd.FrameBuffered() {
 			// The socket ran dry (no whole frame waiting): hand the batched
 			// publishes to the log.
 			c.flushPublishes()
 		}
 	}
-}
-
-// frameBuffered reports whether a whole frame is already buffered, so that
-// reading it will not wait for the network.
-func (c *conn) frameBuffered() bool {
-	n := c.br.Buffered()
-	if n < 4 {
-		return false
-	}
-	b, err := c.br.Peek(4)
-	if err != nil {
-		return false
-	}
-	return uint64(n) >= 4+uint64(binary.BigEndian.Uint32(b))
 }
 
 // handle runs one frame.
@@ -347,6 +353,7 @@ func (c *conn) handshake(cmd proto.Command) error {
 			"advertised_host": host, "advertised_port": strconv.Itoa(port),
 		}})
 		c.state = stateOpened
+		c.rd.Grow(openReadBuffer)
 	case *proto.Heartbeat:
 	case *proto.Close:
 		c.out.send(&proto.Response{For: proto.KeyClose, CorrelationID: m.CorrelationID, Code: codeOK})

@@ -79,7 +79,14 @@
 // command out of place gets a close with the protocol's code (unknown
 // frame, frame too large) and ends that connection only; an unknown
 // command that carries a correlation id is answered with unknown frame and
-// the connection stays open. Decoding never panics (FuzzDecode).
+// the connection stays open. Decoding never panics (FuzzDecode). Until
+// open succeeds frames are bounded by Config.InitialFrameMax (8192, as
+// RabbitMQ's stream.initial_frame_max), and a connection's read buffer
+// (proto.Reader) starts at 4 KiB and grows only with bytes that arrive,
+// never with the size a frame declares; its output buffers grow with what
+// is sent. An unauthenticated connection holds a few KiB of heap. A panic
+// on a connection's reader, which would be a bug, is recovered, logged at
+// error and closes only that connection (code internal error).
 //
 // Lock order: streamState.mu, then conn.mu, then output.mu; subscription.mu
 // is taken alone; the log's mutex is a leaf. Durability callbacks run on

@@ -31,7 +31,9 @@ type output struct {
 }
 
 func newOutput(limit int) *output {
-	return &output{wake: make(chan struct{}, 1), drained: make(chan struct{}), limit: limit, buf: make([]byte, 0, 64<<10), spare: make([]byte, 0, 64<<10)}
+	// The buffers grow with what is sent: a connection that sends
+	// little (one still in its handshake) holds little.
+	return &output{wake: make(chan struct{}, 1), drained: make(chan struct{}), limit: limit}
 }
 
 func (o *output) kick() {

@@ -32,6 +32,10 @@ type Config struct {
 	// FrameMax is the largest frame the server accepts and proposes in tune
 	// (default 1 MiB).
 	FrameMax uint32
+	// InitialFrameMax bounds frames before open succeeds (default 8192, as
+	// RabbitMQ's stream.initial_frame_max): an unauthenticated client
+	// cannot make the server buffer more.
+	InitialFrameMax uint32
 	// Heartbeat is the proposed heartbeat interval (default 60s; 0 after
 	// negotiation disables heartbeats).
 	Heartbeat time.Duration
@@ -96,6 +100,9 @@ type Server struct {
 func NewServer(cfg Config, b Backend, log *slog.Logger) *Server {
 	if cfg.FrameMax == 0 {
 		cfg.FrameMax = 1 << 20
+	}
+	if cfg.InitialFrameMax == 0 {
+		cfg.InitialFrameMax = 8192
 	}
 	if cfg.Heartbeat < 0 {
 		cfg.Heartbeat = 0

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // Errors returned by the decoders.
@@ -21,8 +22,10 @@ var (
 )
 
 // ReadFrame reads one frame and returns its body (key, version and fields,
-// without the size prefix). The body aliases buf when it fits, otherwise a new
-// slice is allocated. max bounds the body size (0: no bound beyond 2^31).
+// without the size prefix). The body aliases buf when it fits; otherwise a
+// new slice grows as the body's bytes arrive, never ahead of them. max
+// bounds the body size (0: no bound beyond 2^31). A server reads with
+// Reader, which needs no bufio.Reader under it.
 func ReadFrame(r *bufio.Reader, buf []byte, max uint32) ([]byte, error) {
 	// Peek, not ReadFull into a local array: that array would escape to
 	// the heap, one allocation per frame.
@@ -41,16 +44,23 @@ func ReadFrame(r *bufio.Reader, buf []byte, max uint32) ([]byte, error) {
 	if n < 4 {
 		return nil, fmt.Errorf("%w: frame of %d bytes has no key and version", ErrMalformed, n)
 	}
-	if uint32(cap(buf)) >= n {
-		buf = buf[:n]
-	} else {
-		buf = make([]byte, n)
-	}
-	if _, err := io.ReadFull(r, buf); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+	buf = buf[:0]
+	for len(buf) < int(n) {
+		if len(buf) == cap(buf) {
+			grow := cap(buf) // double what arrived, from 4 KiB
+			if grow < 4096 {
+				grow = 4096
+			}
+			buf = slices.Grow(buf, min(int(n)-len(buf), grow))
 		}
-		return nil, err
+		m, err := io.ReadFull(r, buf[len(buf):min(cap(buf), int(n))])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
 	return buf, nil
 }

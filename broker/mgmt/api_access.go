@@ -31,9 +31,13 @@ func defaultStr(s, d string) string {
 	return s
 }
 
-func (s *Server) listVhosts(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) listVhosts(w http.ResponseWriter, r *http.Request, u caller) {
 	out := []map[string]any{}
 	for _, v := range s.b.Meta().Vhosts() {
+		// Monitoring users learn of every vhost, others of theirs.
+		if !u.monitor && !s.hasAccess(u, v.Name) {
+			continue
+		}
 		m := vhostJSON(v)
 		s.addVhostStats(m, v.Name)
 		out = append(out, m)
@@ -55,7 +59,7 @@ func (s *Server) addVhostStats(m map[string]any, name string) {
 	m["messages_unacknowledged"] = unacked
 }
 
-func (s *Server) getVhost(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) getVhost(w http.ResponseWriter, r *http.Request, u caller) {
 	name := pathVhost(r, "vhost")
 	v, ok := s.b.Meta().Vhost(name)
 	if !ok {
@@ -69,7 +73,7 @@ func (s *Server) getVhost(w http.ResponseWriter, r *http.Request, u meta.User) {
 
 // putVhost creates or updates a vhost. Warren's "storage" object sets the
 // vhost's storage policy; a change applies to the running node at once.
-func (s *Server) putVhost(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) putVhost(w http.ResponseWriter, r *http.Request, u caller) {
 	name := pathVhost(r, "vhost")
 	var body struct {
 		Description      *string               `json:"description"`
@@ -109,7 +113,7 @@ func (s *Server) putVhost(w http.ResponseWriter, r *http.Request, u meta.User) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) deleteVhost(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) deleteVhost(w http.ResponseWriter, r *http.Request, u caller) {
 	name := pathVhost(r, "vhost")
 	if err := s.b.Meta().DeleteVhost(r.Context(), name); err != nil {
 		writeErr(w, err)
@@ -126,11 +130,11 @@ func userJSON(u meta.User) map[string]any {
 	return map[string]any{"name": u.Name, "password_hash": u.PasswordHash, "hashing_algorithm": defaultStr(u.HashingAlgorithm, "rabbit_password_hashing_sha256"), "tags": tags, "limits": map[string]any{}}
 }
 
-func (s *Server) whoami(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) whoami(w http.ResponseWriter, r *http.Request, u caller) {
 	writeJSON(w, http.StatusOK, map[string]any{"name": u.Name, "tags": u.Tags})
 }
 
-func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, u caller) {
 	out := []map[string]any{}
 	for _, x := range s.b.Meta().Users() {
 		out = append(out, userJSON(x))
@@ -138,7 +142,7 @@ func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, u meta.User) 
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) getUser(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) getUser(w http.ResponseWriter, r *http.Request, u caller) {
 	x, ok := s.b.Meta().User(pv(r, "user"))
 	if !ok {
 		writeError(w, http.StatusNotFound, "not_found", "Object Not Found")
@@ -147,7 +151,7 @@ func (s *Server) getUser(w http.ResponseWriter, r *http.Request, u meta.User) {
 	writeJSON(w, http.StatusOK, userJSON(x))
 }
 
-func (s *Server) putUser(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) putUser(w http.ResponseWriter, r *http.Request, u caller) {
 	name := pv(r, "user")
 	var body struct {
 		Password         *string `json:"password"`
@@ -190,7 +194,7 @@ func (s *Server) putUser(w http.ResponseWriter, r *http.Request, u meta.User) {
 	}
 }
 
-func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request, u caller) {
 	if err := s.b.Meta().DeleteUser(r.Context(), pv(r, "user")); err != nil {
 		writeErr(w, err)
 		return
@@ -198,7 +202,7 @@ func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request, u meta.User)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request, u caller) {
 	ps := s.b.Meta().Permissions()
 	if ps == nil {
 		ps = []meta.Permission{}
@@ -206,7 +210,7 @@ func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request, u meta.
 	writeJSON(w, http.StatusOK, ps)
 }
 
-func (s *Server) getPermission(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) getPermission(w http.ResponseWriter, r *http.Request, u caller) {
 	p, ok := s.b.Meta().Permission(pathVhost(r, "vhost"), pv(r, "user"))
 	if !ok {
 		writeError(w, http.StatusNotFound, "not_found", "Object Not Found")
@@ -215,7 +219,7 @@ func (s *Server) getPermission(w http.ResponseWriter, r *http.Request, u meta.Us
 	writeJSON(w, http.StatusOK, p)
 }
 
-func (s *Server) putPermission(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) putPermission(w http.ResponseWriter, r *http.Request, u caller) {
 	var p meta.Permission
 	if err := decodeBody(r, &p); err != nil {
 		writeErr(w, err)
@@ -234,7 +238,7 @@ func (s *Server) putPermission(w http.ResponseWriter, r *http.Request, u meta.Us
 	}
 }
 
-func (s *Server) deletePermission(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) deletePermission(w http.ResponseWriter, r *http.Request, u caller) {
 	if err := s.b.Meta().DeletePermission(r.Context(), pathVhost(r, "vhost"), pv(r, "user")); err != nil {
 		writeErr(w, err)
 		return
@@ -242,17 +246,19 @@ func (s *Server) deletePermission(w http.ResponseWriter, r *http.Request, u meta
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) listPolicies(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) listPolicies(w http.ResponseWriter, r *http.Request, u caller) {
 	vh, _ := vhostFilter(r)
-	ps := s.b.Meta().Policies(vh)
-	sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
-	if ps == nil {
-		ps = []meta.Policy{}
+	ps := []meta.Policy{}
+	for _, p := range s.b.Meta().Policies(vh) {
+		if s.sees(u, p.Vhost) {
+			ps = append(ps, p)
+		}
 	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
 	writeJSON(w, http.StatusOK, ps)
 }
 
-func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request, u caller) {
 	vh, name := pathVhost(r, "vhost"), pv(r, "name")
 	for _, p := range s.b.Meta().Policies(vh) {
 		if p.Name == name {
@@ -263,7 +269,7 @@ func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request, u meta.User) 
 	writeError(w, http.StatusNotFound, "not_found", "Object Not Found")
 }
 
-func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request, u caller) {
 	var p meta.Policy
 	if err := decodeBody(r, &p); err != nil {
 		writeErr(w, err)
@@ -285,7 +291,7 @@ func (s *Server) putPolicy(w http.ResponseWriter, r *http.Request, u meta.User) 
 	w.WriteHeader(http.StatusCreated)
 }
 
-func (s *Server) deletePolicy(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) deletePolicy(w http.ResponseWriter, r *http.Request, u caller) {
 	if err := s.b.Meta().DeletePolicy(r.Context(), pathVhost(r, "vhost"), pv(r, "name")); err != nil {
 		writeErr(w, err)
 		return

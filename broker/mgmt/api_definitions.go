@@ -8,7 +8,7 @@ import (
 	"github.com/warrenmq/warren/broker/vhost"
 )
 
-func (s *Server) getDefinitions(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) getDefinitions(w http.ResponseWriter, r *http.Request, u caller) {
 	vh, _ := vhostFilter(r)
 	d := meta.Export(s.b.Meta(), vh)
 	d.RabbitVersion, d.RabbitMQVersion, d.ProductVersion = "3.13.0", "3.13.0", s.b.Version()
@@ -21,7 +21,7 @@ func (s *Server) getDefinitions(w http.ResponseWriter, r *http.Request, u meta.U
 // postDefinitions imports a RabbitMQ definitions document: access objects
 // into the metadata store, then queues, exchanges and bindings through the
 // running vhosts.
-func (s *Server) postDefinitions(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) postDefinitions(w http.ResponseWriter, r *http.Request, u caller) {
 	var d meta.Definitions
 	if err := decodeBody(r, &d); err != nil {
 		writeErr(w, err)

@@ -24,7 +24,7 @@ import (
 // (reject_requeue_false). The messages are taken first and settled
 // together, so a requeueing get of N returns N different messages. The
 // user needs read permission on the queue in its vhost, as over AMQP.
-func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, u caller) {
 	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
 	if !ok {
 		return
@@ -59,9 +59,7 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, u meta.User
 		writeErr(w, fmt.Errorf("%w: encoding must be auto or base64, not %q", errBadRequest, body.Encoding))
 		return
 	}
-	if p, ok := s.b.Meta().Permission(v.Name(), u.Name); !ok || !meta.CheckPermission(p, meta.Read, name) {
-		writeError(w, http.StatusUnauthorized, "not_authorized",
-			fmt.Sprintf("access to queue '%s' in vhost '%s' refused for user '%s'", name, v.Name(), u.Name))
+	if !s.allowed(w, u, v.Name(), meta.Read, "queue", name) {
 		return
 	}
 	q, err := v.Queue(name, apiOwner)

@@ -8,18 +8,16 @@ import (
 	"strconv"
 	"syscall"
 	"time"
-
-	"github.com/warrenmq/warren/broker/meta"
 )
 
 // listNodes is GET /api/nodes: the node serving the request (Warren nodes
 // do not form clusters yet), as monitoring tools read RabbitMQ's.
-func (s *Server) listNodes(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request, u caller) {
 	writeJSON(w, http.StatusOK, []map[string]any{s.nodeJSON()})
 }
 
 // getNode is GET /api/nodes/{name}.
-func (s *Server) getNode(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) getNode(w http.ResponseWriter, r *http.Request, u caller) {
 	if name := pv(r, "name"); name != s.b.NodeName() {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("node '%s' not found", name))
 		return

@@ -26,7 +26,7 @@ const publishConfirmTimeout = 10 * time.Second
 // bool} once every queue it reached has it, as a publisher confirm would
 // say. The user needs write permission on the exchange in its vhost, and a
 // user_id property must name the user, as over AMQP.
-func (s *Server) publishMessage(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) publishMessage(w http.ResponseWriter, r *http.Request, u caller) {
 	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
 	if !ok {
 		return
@@ -77,9 +77,7 @@ func (s *Server) publishMessage(w http.ResponseWriter, r *http.Request, u meta.U
 		writeErr(w, fmt.Errorf("%w: user_id property set to '%s' but authenticated user was '%s'", errBadRequest, props.UserId, u.Name))
 		return
 	}
-	if p, ok := s.b.Meta().Permission(v.Name(), u.Name); !ok || !meta.CheckPermission(p, meta.Write, exchange) {
-		writeError(w, http.StatusUnauthorized, "not_authorized",
-			fmt.Sprintf("access to exchange '%s' in vhost '%s' refused for user '%s'", displayExchange(exchange), v.Name(), u.Name))
+	if !s.allowed(w, u, v.Name(), meta.Write, "exchange", exchange) {
 		return
 	}
 	x, err := v.Exchange(exchange)
@@ -88,7 +86,7 @@ func (s *Server) publishMessage(w http.ResponseWriter, r *http.Request, u meta.U
 		return
 	}
 	if x.Internal {
-		writeError(w, http.StatusUnauthorized, "not_authorized",
+		writeError(w, http.StatusUnauthorized, "not_authorised",
 			fmt.Sprintf("cannot publish to internal exchange '%s' in vhost '%s'", exchange, v.Name()))
 		return
 	}

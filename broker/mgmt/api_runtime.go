@@ -20,7 +20,9 @@ import (
 	"github.com/warrenmq/warren/broker/vhost"
 )
 
-func (s *Server) vhostsFor(r *http.Request, w http.ResponseWriter) ([]*vhost.Vhost, bool) {
+// vhostsFor is the vhosts a list route shows: the one in its path (which
+// the route checked the caller may see), or every vhost the caller sees.
+func (s *Server) vhostsFor(r *http.Request, w http.ResponseWriter, u caller) ([]*vhost.Vhost, bool) {
 	if name, ok := vhostFilter(r); ok {
 		v, ok := s.vhostOr404(w, name)
 		if !ok {
@@ -28,7 +30,12 @@ func (s *Server) vhostsFor(r *http.Request, w http.ResponseWriter) ([]*vhost.Vho
 		}
 		return []*vhost.Vhost{v}, true
 	}
-	vs := s.b.VhostList()
+	var vs []*vhost.Vhost
+	for _, v := range s.b.VhostList() {
+		if s.sees(u, v.Name()) {
+			vs = append(vs, v)
+		}
+	}
 	sort.Slice(vs, func(i, j int) bool { return vs[i].Name() < vs[j].Name() })
 	return vs, true
 }
@@ -66,8 +73,8 @@ func (s *Server) queueJSON(q queue.Queue) map[string]any {
 	}
 }
 
-func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, u meta.User) {
-	vs, ok := s.vhostsFor(r, w)
+func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, u caller) {
+	vs, ok := s.vhostsFor(r, w, u)
 	if !ok {
 		return
 	}
@@ -82,7 +89,7 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, u meta.User)
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, u caller) {
 	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
 	if !ok {
 		return
@@ -95,7 +102,7 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, u meta.User) {
 	writeJSON(w, http.StatusOK, s.queueJSON(q))
 }
 
-func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, u caller) {
 	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
 	if !ok {
 		return
@@ -118,7 +125,12 @@ func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, u meta.User) {
 		args["x-queue-type"] = body.Type
 	}
 	durable := body.Durable == nil || *body.Durable
-	_, created, err := v.DeclareQueue(r.Context(), vhost.QueueDecl{Name: pv(r, "name"), Durable: durable, AutoDelete: body.AutoDelete, Args: args})
+	name := pv(r, "name")
+	if !s.allowed(w, u, v.Name(), meta.Configure, "queue", name) {
+		return
+	}
+	_, created, err := v.DeclareQueue(r.Context(), vhost.QueueDecl{Name: name, Durable: durable, AutoDelete: body.AutoDelete, Args: args,
+		Authorize: func(name string, args queue.Args) error { return s.authorizeNewQueue(u, v.Name(), name, args) }})
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -130,12 +142,15 @@ func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, u meta.User) {
 	}
 }
 
-func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request, u caller) {
 	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
 	if !ok {
 		return
 	}
 	qv := r.URL.Query()
+	if !s.allowed(w, u, v.Name(), meta.Configure, "queue", pv(r, "name")) {
+		return
+	}
 	_, err := v.DeleteQueue(r.Context(), pv(r, "name"), vhost.QueueDeleteOptions{IfUnused: qv.Get("if-unused") == "true", IfEmpty: qv.Get("if-empty") == "true", Force: true})
 	if err != nil {
 		writeErr(w, err)
@@ -144,12 +159,15 @@ func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request, u meta.User
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, u caller) {
 	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
 	if !ok {
 		return
 	}
-	q, err := v.Queue(pv(r, "name"), 0)
+	if !s.allowed(w, u, v.Name(), meta.Read, "queue", pv(r, "name")) {
+		return
+	}
+	q, err := v.Queue(pv(r, "name"), apiOwner)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -169,8 +187,8 @@ func exchangeJSON(vh string, x routing.Exchange) map[string]any {
 	return map[string]any{"name": x.Name, "vhost": vh, "type": x.Kind.String(), "durable": x.Durable, "auto_delete": x.AutoDelete, "internal": x.Internal, "arguments": args}
 }
 
-func (s *Server) listExchanges(w http.ResponseWriter, r *http.Request, u meta.User) {
-	vs, ok := s.vhostsFor(r, w)
+func (s *Server) listExchanges(w http.ResponseWriter, r *http.Request, u caller) {
+	vs, ok := s.vhostsFor(r, w, u)
 	if !ok {
 		return
 	}
@@ -183,7 +201,7 @@ func (s *Server) listExchanges(w http.ResponseWriter, r *http.Request, u meta.Us
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) getExchange(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) getExchange(w http.ResponseWriter, r *http.Request, u caller) {
 	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
 	if !ok {
 		return
@@ -204,7 +222,7 @@ func exchangeName(n string) string {
 	return n
 }
 
-func (s *Server) putExchange(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) putExchange(w http.ResponseWriter, r *http.Request, u caller) {
 	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
 	if !ok {
 		return
@@ -222,8 +240,12 @@ func (s *Server) putExchange(w http.ResponseWriter, r *http.Request, u meta.User
 	}
 	args, _ := normalizeNumbers(body.Arguments).(map[string]any)
 	name := pv(r, "name")
+	if !s.allowed(w, u, v.Name(), meta.Configure, "exchange", name) {
+		return
+	}
 	_, existed := v.Routes().Exchange(name)
-	err := v.DeclareExchange(r.Context(), vhost.ExchangeDecl{Name: name, Type: body.Type, Durable: body.Durable == nil || *body.Durable, AutoDelete: body.AutoDelete, Internal: body.Internal, Args: args})
+	err := v.DeclareExchange(r.Context(), vhost.ExchangeDecl{Name: name, Type: body.Type, Durable: body.Durable == nil || *body.Durable, AutoDelete: body.AutoDelete, Internal: body.Internal, Args: args,
+		Authorize: func(alternate string) error { return s.authorizeNewExchange(u, v.Name(), name, alternate) }})
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -235,9 +257,12 @@ func (s *Server) putExchange(w http.ResponseWriter, r *http.Request, u meta.User
 	}
 }
 
-func (s *Server) deleteExchange(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) deleteExchange(w http.ResponseWriter, r *http.Request, u caller) {
 	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
 	if !ok {
+		return
+	}
+	if !s.allowed(w, u, v.Name(), meta.Configure, "exchange", pv(r, "name")) {
 		return
 	}
 	if err := v.DeleteExchange(r.Context(), pv(r, "name"), r.URL.Query().Get("if-unused") == "true"); err != nil {
@@ -284,8 +309,8 @@ func bindingsOf(v *vhost.Vhost) []map[string]any {
 	return out
 }
 
-func (s *Server) listBindings(w http.ResponseWriter, r *http.Request, u meta.User) {
-	vs, ok := s.vhostsFor(r, w)
+func (s *Server) listBindings(w http.ResponseWriter, r *http.Request, u caller) {
+	vs, ok := s.vhostsFor(r, w, u)
 	if !ok {
 		return
 	}
@@ -296,7 +321,7 @@ func (s *Server) listBindings(w http.ResponseWriter, r *http.Request, u meta.Use
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) listBindingsBetween(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) listBindingsBetween(w http.ResponseWriter, r *http.Request, u caller) {
 	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
 	if !ok {
 		return
@@ -315,7 +340,7 @@ func (s *Server) listBindingsBetween(w http.ResponseWriter, r *http.Request, u m
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) postBinding(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) postBinding(w http.ResponseWriter, r *http.Request, u caller) {
 	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
 	if !ok {
 		return
@@ -335,6 +360,10 @@ func (s *Server) postBinding(w http.ResponseWriter, r *http.Request, u meta.User
 	} else {
 		b.Destination, b.ToExchange = pv(r, "dest"), true
 	}
+	if err := s.authorizeBinding(u, v.Name(), b); err != nil {
+		writeErr(w, err)
+		return
+	}
 	if err := v.Bind(r.Context(), b); err != nil {
 		writeErr(w, err)
 		return
@@ -343,7 +372,7 @@ func (s *Server) postBinding(w http.ResponseWriter, r *http.Request, u meta.User
 	w.WriteHeader(http.StatusCreated)
 }
 
-func (s *Server) deleteBinding(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) deleteBinding(w http.ResponseWriter, r *http.Request, u caller) {
 	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
 	if !ok {
 		return
@@ -356,6 +385,10 @@ func (s *Server) deleteBinding(w http.ResponseWriter, r *http.Request, u meta.Us
 	props := pv(r, "props")
 	for _, b := range v.Routes().Bindings() {
 		if b.Source == src && b.Destination == dst && b.ToExchange == toX && propertiesKey(b) == url.PathEscape(props) || (b.Source == src && b.Destination == dst && b.ToExchange == toX && propertiesKey(b) == props) {
+			if err := s.authorizeBinding(u, v.Name(), b); err != nil {
+				writeErr(w, err)
+				return
+			}
 			if err := v.Unbind(r.Context(), b); err != nil {
 				writeErr(w, err)
 				return
@@ -381,18 +414,24 @@ func connectionJSON(c amqp.ConnectionInfo, node string) map[string]any {
 	}
 }
 
-func (s *Server) listConnections(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) listConnections(w http.ResponseWriter, r *http.Request, u caller) {
 	out := []map[string]any{}
 	for _, c := range s.b.Connections() {
-		out = append(out, connectionJSON(c, s.b.NodeName()))
+		if u.mayReach(c.User) {
+			out = append(out, connectionJSON(c, s.b.NodeName()))
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) getConnection(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) getConnection(w http.ResponseWriter, r *http.Request, u caller) {
 	name := pv(r, "name")
 	for _, c := range s.b.Connections() {
 		if c.Name == name {
+			if !u.mayReach(c.User) {
+				writeError(w, http.StatusUnauthorized, "not_authorised", "User not authorised to access object")
+				return
+			}
 			writeJSON(w, http.StatusOK, connectionJSON(c, s.b.NodeName()))
 			return
 		}
@@ -400,8 +439,15 @@ func (s *Server) getConnection(w http.ResponseWriter, r *http.Request, u meta.Us
 	writeError(w, http.StatusNotFound, "not_found", "Object Not Found")
 }
 
-func (s *Server) deleteConnection(w http.ResponseWriter, r *http.Request, u meta.User) {
-	err := s.b.CloseConnection(pv(r, "name"), r.Header.Get("X-Reason"))
+func (s *Server) deleteConnection(w http.ResponseWriter, r *http.Request, u caller) {
+	name := pv(r, "name")
+	for _, c := range s.b.Connections() {
+		if c.Name == name && !u.mayReach(c.User) {
+			writeError(w, http.StatusUnauthorized, "not_authorised", "User not authorised to access object")
+			return
+		}
+	}
+	err := s.b.CloseConnection(name, r.Header.Get("X-Reason"))
 	if errors.Is(err, amqp.ErrNoConnection) {
 		writeError(w, http.StatusNotFound, "not_found", "Object Not Found")
 		return
@@ -413,7 +459,7 @@ func (s *Server) deleteConnection(w http.ResponseWriter, r *http.Request, u meta
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) listChannels(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) listChannels(w http.ResponseWriter, r *http.Request, u caller) {
 	out := []map[string]any{}
 	chs := s.b.Channels()
 	sort.Slice(chs, func(i, j int) bool {
@@ -423,6 +469,9 @@ func (s *Server) listChannels(w http.ResponseWriter, r *http.Request, u meta.Use
 		return chs[i].Number < chs[j].Number
 	})
 	for _, c := range chs {
+		if !u.mayReach(c.User) {
+			continue
+		}
 		out = append(out, map[string]any{
 			"name": fmt.Sprintf("%s (%d)", c.Connection, c.Number), "number": c.Number,
 			"connection_details": map[string]any{"name": c.Connection}, "user": c.User, "vhost": c.Vhost,
@@ -434,9 +483,17 @@ func (s *Server) listChannels(w http.ResponseWriter, r *http.Request, u meta.Use
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) overview(w http.ResponseWriter, r *http.Request, u meta.User) {
+// overview is GET /api/overview. A monitoring user (or administrator) gets
+// the node's totals, counters and listeners; any other management user
+// totals over the vhosts it has access to and its own connections and
+// channels, as RabbitMQ's overview does.
+func (s *Server) overview(w http.ResponseWriter, r *http.Request, u caller) {
 	var queues, consumers, ready, unacked, exchanges int
+	var published, delivered, acked uint64
 	for _, v := range s.b.VhostList() {
+		if !u.monitor && !s.hasAccess(u, v.Name()) {
+			continue
+		}
 		exchanges += len(v.Routes().Exchanges())
 		for _, q := range v.Queues() {
 			st := q.Stats()
@@ -444,35 +501,51 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, u meta.User) {
 			consumers += st.Consumers
 			ready += st.Ready
 			unacked += st.Unacked
+			published += st.Published
+			delivered += st.Delivered
+			acked += st.Acked
 		}
 	}
-	chans := len(s.b.Channels())
-	c := s.b.Counters()
-	var listeners []map[string]any
-	for proto, addr := range s.b.Listeners() {
-		host, port, _ := net.SplitHostPort(addr)
-		p, _ := strconv.Atoi(port)
-		listeners = append(listeners, map[string]any{"node": s.b.NodeName(), "protocol": proto, "ip_address": host, "port": p})
+	conns, chans := 0, 0
+	for _, c := range s.b.Connections() {
+		if u.mayReach(c.User) {
+			conns++
+		}
 	}
-	sort.Slice(listeners, func(i, j int) bool { return listeners[i]["protocol"].(string) < listeners[j]["protocol"].(string) })
-	writeJSON(w, http.StatusOK, map[string]any{
+	for _, c := range s.b.Channels() {
+		if u.mayReach(c.User) {
+			chans++
+		}
+	}
+	out := map[string]any{
 		"management_version": s.b.Version(),
 		"rabbitmq_version":   "3.13.0",
 		"product_name":       "Warren",
 		"product_version":    s.b.Version(),
-		"node":               s.b.NodeName(),
 		"cluster_name":       "warren",
-		"object_totals":      map[string]any{"connections": len(s.b.Connections()), "channels": chans, "exchanges": exchanges, "queues": queues, "consumers": consumers},
+		"object_totals":      map[string]any{"connections": conns, "channels": chans, "exchanges": exchanges, "queues": queues, "consumers": consumers},
 		"queue_totals":       map[string]any{"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked},
-		"message_stats": map[string]any{
+		"message_stats":      map[string]any{"publish": published, "deliver_get": delivered, "ack": acked},
+	}
+	if u.monitor {
+		c := s.b.Counters()
+		out["message_stats"] = map[string]any{
 			"publish": c.Published.Load(), "deliver_get": c.Delivered.Load(), "ack": c.Acked.Load(),
 			"confirm": c.Confirmed.Load(), "return_unroutable": c.Returned.Load(), "redeliver": c.Redelivered.Load(),
-		},
-		"listeners": listeners,
-	})
+		}
+		var listeners []map[string]any
+		for proto, addr := range s.b.Listeners() {
+			host, port, _ := net.SplitHostPort(addr)
+			p, _ := strconv.Atoi(port)
+			listeners = append(listeners, map[string]any{"node": s.b.NodeName(), "protocol": proto, "ip_address": host, "port": p})
+		}
+		sort.Slice(listeners, func(i, j int) bool { return listeners[i]["protocol"].(string) < listeners[j]["protocol"].(string) })
+		out["node"], out["listeners"] = s.b.NodeName(), listeners
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) healthAlarms(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) healthAlarms(w http.ResponseWriter, r *http.Request, u caller) {
 	if a := s.b.Alarms(); len(a) > 0 {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "failed", "reason": "resource alarm(s) in effect: " + strings.Join(a, ", "), "alarms": a})
 		return
@@ -480,7 +553,7 @@ func (s *Server) healthAlarms(w http.ResponseWriter, r *http.Request, u meta.Use
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (s *Server) healthVhosts(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) healthVhosts(w http.ResponseWriter, r *http.Request, u caller) {
 	var down []string
 	for _, v := range s.b.Meta().Vhosts() {
 		if _, ok := s.b.Vhost(v.Name); !ok {
@@ -494,7 +567,7 @@ func (s *Server) healthVhosts(w http.ResponseWriter, r *http.Request, u meta.Use
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (s *Server) healthPort(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) healthPort(w http.ResponseWriter, r *http.Request, u caller) {
 	port := pv(r, "port")
 	for _, addr := range s.b.Listeners() {
 		if _, p, _ := net.SplitHostPort(addr); p == port {
@@ -505,7 +578,7 @@ func (s *Server) healthPort(w http.ResponseWriter, r *http.Request, u meta.User)
 	writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "failed", "reason": fmt.Sprintf("No active listener on port %s", port)})
 }
 
-func (s *Server) healthReady(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) healthReady(w http.ResponseWriter, r *http.Request, u caller) {
 	s.readyz(w, r)
 }
 
@@ -523,10 +596,20 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // aliveness declares a queue, publishes to it and reads the message back.
-func (s *Server) aliveness(w http.ResponseWriter, r *http.Request, u meta.User) {
+func (s *Server) aliveness(w http.ResponseWriter, r *http.Request, u caller) {
 	v, ok := s.vhostOr404(w, pathVhost(r, "vhost"))
 	if !ok {
 		return
+	}
+	// What the test does over AMQP in RabbitMQ: declare, publish through
+	// the default exchange, get.
+	for _, need := range []struct {
+		kind           meta.Access
+		resource, name string
+	}{{meta.Configure, "queue", "aliveness-test"}, {meta.Write, "exchange", ""}, {meta.Read, "queue", "aliveness-test"}} {
+		if !s.allowed(w, u, v.Name(), need.kind, need.resource, need.name) {
+			return
+		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()

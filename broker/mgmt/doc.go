@@ -2,13 +2,27 @@
 // management API that clients and tools use, with RabbitMQ's JSON shapes and
 // status codes — and Prometheus metrics on 15692.
 //
-// Every API request is authenticated with HTTP basic auth against the broker's
-// users: reads need the management, monitoring, policymaker or administrator
-// tag; changes to users, vhosts, permissions, definitions and policies need
-// administrator (policies: policymaker too). Getting messages from a queue
-// and publishing through an exchange also need the user's read or write
-// permission in that vhost, as over AMQP. Vhost names are URL path
-// segments, so "/" is written %2F. Errors are {"error": ..., "reason": ...}.
+// Every API request logs in with HTTP basic auth through Broker.Login, the
+// rules every listener shares (broker/auth: password, loopback_users, from
+// the socket's peer address). Authorization is RabbitMQ's: Routes is the one
+// table of routes, each with the least tag it needs (management,
+// policymaker, monitoring, administrator) and where its vhost comes from; a
+// route with a vhost in its path needs access to it (a permission entry)
+// unless the caller is an administrator. What a handler then does in the
+// vhost is checked against the caller's permission patterns as AMQP checks
+// them (Server.access: configure to declare and delete, write and read to
+// bind, read to purge and get, write to publish, write on a new queue's
+// dead-letter or a new exchange's alternate exchange), administrators
+// included. Lists show the vhosts the caller has access to (all for an
+// administrator), and connections and channels are the caller's own unless
+// the route's Others tag is theirs. A refusal is 401 not_authorised.
+// Vhost names are URL path segments, so "/" is written %2F. Errors are
+// {"error": ..., "reason": ...}.
+//
+// Serve runs an HTTP listener within ListenerLimits: read-header, read,
+// write and idle timeouts and a cap on open connections (one more is
+// answered 503 and closed), so HTTP clients cannot hold the descriptors the
+// AMQP and stream listeners share.
 //
 // The package reads and changes the broker only through the Broker interface,
 // so it has no state of its own beyond its HTTP handlers.

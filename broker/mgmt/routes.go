@@ -2,73 +2,150 @@ package mgmt
 
 import "net/http"
 
+// Tag is the least a user's tags must give to call a route, as RabbitMQ's
+// management plugin decides (rabbit_mgmt_util:is_authorized_*). Every
+// route needs a management user: one tagged management, policymaker,
+// monitoring or administrator; a user with none of them is refused
+// everywhere. Policymaker and monitoring are not ranked against each
+// other: administrator has what both have.
+type Tag int
+
+// The tags, from the least to the most.
+const (
+	// TagManagement: any management user (is_authorized).
+	TagManagement Tag = iota
+	// TagPolicymaker: policymaker or administrator (is_authorized_policies).
+	TagPolicymaker
+	// TagMonitoring: monitoring or administrator (is_authorized_monitor).
+	TagMonitoring
+	// TagAdministrator: administrator (is_authorized_admin).
+	TagAdministrator
+)
+
+func (t Tag) String() string {
+	return [...]string{"management", "policymaker", "monitoring", "administrator"}[t]
+}
+
+// VhostFrom is where a route finds the vhost it acts on.
+type VhostFrom int
+
+const (
+	// VhostNone: the route acts on no vhost in particular; what it lists is
+	// cut to the vhosts the caller may see (see Server.sees).
+	VhostNone VhostFrom = iota
+	// VhostPath: the {vhost} path segment. A caller who is not an
+	// administrator needs access to it (a permission entry there, whatever
+	// its patterns), else 401 (is_authorized_vhost). A vhost that does not
+	// exist passes, and the route answers 404.
+	VhostPath
+)
+
+// Route is one endpoint of the API: what it needs of its caller, and its
+// handler. What the route then does in the vhost is checked by the handler
+// against the caller's permission patterns, as AMQP checks them (see
+// Server.access): declaring and deleting need configure on the name,
+// purging and getting need read on the queue, publishing needs write on
+// the exchange, binding needs write on the destination and read on the
+// source; a new queue's dead-letter exchange and a new exchange's alternate
+// exchange need write on it and read on the new object. Administrators pass
+// the route's tag and vhost checks but, as in RabbitMQ, not those: they act
+// in a vhost only with permissions there.
+type Route struct {
+	// Pattern is the method and path, as http.ServeMux reads them; a GET
+	// route also answers HEAD, with the same checks.
+	Pattern string
+	Tag     Tag
+	Vhost   VhostFrom
+	// Others is the tag that reaches other users' connections and channels
+	// on this route; a caller without it sees (or closes) only their own.
+	// Routes about other things leave it TagManagement: everyone's.
+	Others Tag
+	fn     handlerFunc
+}
+
+type handlerFunc func(s *Server, w http.ResponseWriter, r *http.Request, u caller)
+
+// Routes returns the API's routes: the one table the server registers and
+// the authorization walk test iterates.
+func Routes() []Route {
+	const (
+		mgmt, policy, monitor, admin = TagManagement, TagPolicymaker, TagMonitoring, TagAdministrator
+		none, path                   = VhostNone, VhostPath
+	)
+	return []Route{
+		{Pattern: "GET /api/overview", Tag: mgmt, Vhost: none, Others: monitor, fn: (*Server).overview},
+		{Pattern: "GET /api/whoami", Tag: mgmt, Vhost: none, fn: (*Server).whoami},
+		{Pattern: "GET /api/nodes", Tag: monitor, Vhost: none, fn: (*Server).listNodes},
+		{Pattern: "GET /api/nodes/{name}", Tag: monitor, Vhost: none, fn: (*Server).getNode},
+
+		{Pattern: "GET /api/vhosts", Tag: mgmt, Vhost: none, fn: (*Server).listVhosts},
+		{Pattern: "GET /api/vhosts/{vhost}", Tag: admin, Vhost: path, fn: (*Server).getVhost},
+		{Pattern: "PUT /api/vhosts/{vhost}", Tag: admin, Vhost: path, fn: (*Server).putVhost},
+		{Pattern: "DELETE /api/vhosts/{vhost}", Tag: admin, Vhost: path, fn: (*Server).deleteVhost},
+
+		{Pattern: "GET /api/users", Tag: admin, Vhost: none, fn: (*Server).listUsers},
+		{Pattern: "GET /api/users/{user}", Tag: admin, Vhost: none, fn: (*Server).getUser},
+		{Pattern: "PUT /api/users/{user}", Tag: admin, Vhost: none, fn: (*Server).putUser},
+		{Pattern: "DELETE /api/users/{user}", Tag: admin, Vhost: none, fn: (*Server).deleteUser},
+
+		{Pattern: "GET /api/permissions", Tag: admin, Vhost: none, fn: (*Server).listPermissions},
+		{Pattern: "GET /api/permissions/{vhost}/{user}", Tag: admin, Vhost: path, fn: (*Server).getPermission},
+		{Pattern: "PUT /api/permissions/{vhost}/{user}", Tag: admin, Vhost: path, fn: (*Server).putPermission},
+		{Pattern: "DELETE /api/permissions/{vhost}/{user}", Tag: admin, Vhost: path, fn: (*Server).deletePermission},
+
+		{Pattern: "GET /api/policies", Tag: mgmt, Vhost: none, fn: (*Server).listPolicies},
+		{Pattern: "GET /api/policies/{vhost}", Tag: mgmt, Vhost: path, fn: (*Server).listPolicies},
+		{Pattern: "GET /api/policies/{vhost}/{name}", Tag: policy, Vhost: path, fn: (*Server).getPolicy},
+		{Pattern: "PUT /api/policies/{vhost}/{name}", Tag: policy, Vhost: path, fn: (*Server).putPolicy},
+		{Pattern: "DELETE /api/policies/{vhost}/{name}", Tag: policy, Vhost: path, fn: (*Server).deletePolicy},
+
+		{Pattern: "GET /api/queues", Tag: mgmt, Vhost: none, fn: (*Server).listQueues},
+		{Pattern: "GET /api/queues/{vhost}", Tag: mgmt, Vhost: path, fn: (*Server).listQueues},
+		{Pattern: "GET /api/queues/{vhost}/{name}", Tag: mgmt, Vhost: path, fn: (*Server).getQueue},
+		{Pattern: "PUT /api/queues/{vhost}/{name}", Tag: mgmt, Vhost: path, fn: (*Server).putQueue},
+		{Pattern: "DELETE /api/queues/{vhost}/{name}", Tag: mgmt, Vhost: path, fn: (*Server).deleteQueue},
+		{Pattern: "DELETE /api/queues/{vhost}/{name}/contents", Tag: mgmt, Vhost: path, fn: (*Server).purgeQueue},
+		{Pattern: "POST /api/queues/{vhost}/{name}/get", Tag: mgmt, Vhost: path, fn: (*Server).getMessages},
+
+		{Pattern: "GET /api/exchanges", Tag: mgmt, Vhost: none, fn: (*Server).listExchanges},
+		{Pattern: "GET /api/exchanges/{vhost}", Tag: mgmt, Vhost: path, fn: (*Server).listExchanges},
+		{Pattern: "GET /api/exchanges/{vhost}/{name}", Tag: mgmt, Vhost: path, fn: (*Server).getExchange},
+		{Pattern: "PUT /api/exchanges/{vhost}/{name}", Tag: mgmt, Vhost: path, fn: (*Server).putExchange},
+		{Pattern: "DELETE /api/exchanges/{vhost}/{name}", Tag: mgmt, Vhost: path, fn: (*Server).deleteExchange},
+		{Pattern: "POST /api/exchanges/{vhost}/{name}/publish", Tag: mgmt, Vhost: path, fn: (*Server).publishMessage},
+
+		{Pattern: "GET /api/bindings", Tag: mgmt, Vhost: none, fn: (*Server).listBindings},
+		{Pattern: "GET /api/bindings/{vhost}", Tag: mgmt, Vhost: path, fn: (*Server).listBindings},
+		{Pattern: "GET /api/bindings/{vhost}/e/{exchange}/q/{queue}", Tag: mgmt, Vhost: path, fn: (*Server).listBindingsBetween},
+		{Pattern: "POST /api/bindings/{vhost}/e/{exchange}/q/{queue}", Tag: mgmt, Vhost: path, fn: (*Server).postBinding},
+		{Pattern: "GET /api/bindings/{vhost}/e/{exchange}/e/{dest}", Tag: mgmt, Vhost: path, fn: (*Server).listBindingsBetween},
+		{Pattern: "POST /api/bindings/{vhost}/e/{exchange}/e/{dest}", Tag: mgmt, Vhost: path, fn: (*Server).postBinding},
+		{Pattern: "DELETE /api/bindings/{vhost}/e/{exchange}/q/{queue}/{props}", Tag: mgmt, Vhost: path, fn: (*Server).deleteBinding},
+		{Pattern: "DELETE /api/bindings/{vhost}/e/{exchange}/e/{dest}/{props}", Tag: mgmt, Vhost: path, fn: (*Server).deleteBinding},
+
+		{Pattern: "GET /api/connections", Tag: mgmt, Vhost: none, Others: monitor, fn: (*Server).listConnections},
+		{Pattern: "GET /api/connections/{name}", Tag: mgmt, Vhost: none, Others: monitor, fn: (*Server).getConnection},
+		{Pattern: "DELETE /api/connections/{name}", Tag: mgmt, Vhost: none, Others: admin, fn: (*Server).deleteConnection},
+		{Pattern: "GET /api/channels", Tag: mgmt, Vhost: none, Others: monitor, fn: (*Server).listChannels},
+
+		{Pattern: "GET /api/definitions", Tag: admin, Vhost: none, fn: (*Server).getDefinitions},
+		{Pattern: "POST /api/definitions", Tag: admin, Vhost: none, fn: (*Server).postDefinitions},
+		{Pattern: "GET /api/definitions/{vhost}", Tag: admin, Vhost: path, fn: (*Server).getDefinitions},
+		{Pattern: "POST /api/definitions/{vhost}", Tag: admin, Vhost: path, fn: (*Server).postDefinitions},
+
+		{Pattern: "GET /api/health/checks/alarms", Tag: mgmt, Vhost: none, fn: (*Server).healthAlarms},
+		{Pattern: "GET /api/health/checks/local-alarms", Tag: mgmt, Vhost: none, fn: (*Server).healthAlarms},
+		{Pattern: "GET /api/health/checks/virtual-hosts", Tag: mgmt, Vhost: none, fn: (*Server).healthVhosts},
+		{Pattern: "GET /api/health/checks/port-listener/{port}", Tag: mgmt, Vhost: none, fn: (*Server).healthPort},
+		{Pattern: "GET /api/health/checks/ready", Tag: mgmt, Vhost: none, fn: (*Server).healthReady},
+		{Pattern: "GET /api/aliveness-test/{vhost}", Tag: mgmt, Vhost: path, fn: (*Server).aliveness},
+	}
+}
+
 func (s *Server) routes() {
-	s.handle("GET /api/overview", levelRead, s.overview)
-	s.handle("GET /api/whoami", levelRead, s.whoami)
-	s.handle("GET /api/nodes", levelRead, s.listNodes)
-	s.handle("GET /api/nodes/{name}", levelRead, s.getNode)
-
-	s.handle("GET /api/vhosts", levelRead, s.listVhosts)
-	s.handle("GET /api/vhosts/{vhost}", levelRead, s.getVhost)
-	s.handle("PUT /api/vhosts/{vhost}", levelAdmin, s.putVhost)
-	s.handle("DELETE /api/vhosts/{vhost}", levelAdmin, s.deleteVhost)
-
-	s.handle("GET /api/users", levelAdmin, s.listUsers)
-	s.handle("GET /api/users/{user}", levelAdmin, s.getUser)
-	s.handle("PUT /api/users/{user}", levelAdmin, s.putUser)
-	s.handle("DELETE /api/users/{user}", levelAdmin, s.deleteUser)
-
-	s.handle("GET /api/permissions", levelAdmin, s.listPermissions)
-	s.handle("GET /api/permissions/{vhost}/{user}", levelAdmin, s.getPermission)
-	s.handle("PUT /api/permissions/{vhost}/{user}", levelAdmin, s.putPermission)
-	s.handle("DELETE /api/permissions/{vhost}/{user}", levelAdmin, s.deletePermission)
-
-	s.handle("GET /api/policies", levelRead, s.listPolicies)
-	s.handle("GET /api/policies/{vhost}", levelRead, s.listPolicies)
-	s.handle("GET /api/policies/{vhost}/{name}", levelRead, s.getPolicy)
-	s.handle("PUT /api/policies/{vhost}/{name}", levelPolicy, s.putPolicy)
-	s.handle("DELETE /api/policies/{vhost}/{name}", levelPolicy, s.deletePolicy)
-
-	s.handle("GET /api/queues", levelRead, s.listQueues)
-	s.handle("GET /api/queues/{vhost}", levelRead, s.listQueues)
-	s.handle("GET /api/queues/{vhost}/{name}", levelRead, s.getQueue)
-	s.handle("PUT /api/queues/{vhost}/{name}", levelPolicy, s.putQueue)
-	s.handle("DELETE /api/queues/{vhost}/{name}", levelPolicy, s.deleteQueue)
-	s.handle("DELETE /api/queues/{vhost}/{name}/contents", levelPolicy, s.purgeQueue)
-	s.handle("POST /api/queues/{vhost}/{name}/get", levelRead, s.getMessages)
-
-	s.handle("GET /api/exchanges", levelRead, s.listExchanges)
-	s.handle("GET /api/exchanges/{vhost}", levelRead, s.listExchanges)
-	s.handle("GET /api/exchanges/{vhost}/{name}", levelRead, s.getExchange)
-	s.handle("POST /api/exchanges/{vhost}/{name}/publish", levelRead, s.publishMessage)
-	s.handle("PUT /api/exchanges/{vhost}/{name}", levelPolicy, s.putExchange)
-	s.handle("DELETE /api/exchanges/{vhost}/{name}", levelPolicy, s.deleteExchange)
-
-	s.handle("GET /api/bindings", levelRead, s.listBindings)
-	s.handle("GET /api/bindings/{vhost}", levelRead, s.listBindings)
-	s.handle("GET /api/bindings/{vhost}/e/{exchange}/q/{queue}", levelRead, s.listBindingsBetween)
-	s.handle("POST /api/bindings/{vhost}/e/{exchange}/q/{queue}", levelPolicy, s.postBinding)
-	s.handle("GET /api/bindings/{vhost}/e/{exchange}/e/{dest}", levelRead, s.listBindingsBetween)
-	s.handle("POST /api/bindings/{vhost}/e/{exchange}/e/{dest}", levelPolicy, s.postBinding)
-	s.handle("DELETE /api/bindings/{vhost}/e/{exchange}/q/{queue}/{props}", levelPolicy, s.deleteBinding)
-	s.handle("DELETE /api/bindings/{vhost}/e/{exchange}/e/{dest}/{props}", levelPolicy, s.deleteBinding)
-
-	s.handle("GET /api/connections", levelRead, s.listConnections)
-	s.handle("GET /api/connections/{name}", levelRead, s.getConnection)
-	s.handle("DELETE /api/connections/{name}", levelAdmin, s.deleteConnection)
-	s.handle("GET /api/channels", levelRead, s.listChannels)
-
-	s.handle("GET /api/definitions", levelAdmin, s.getDefinitions)
-	s.handle("POST /api/definitions", levelAdmin, s.postDefinitions)
-	s.handle("GET /api/definitions/{vhost}", levelAdmin, s.getDefinitions)
-	s.handle("POST /api/definitions/{vhost}", levelAdmin, s.postDefinitions)
-
-	s.handle("GET /api/health/checks/alarms", levelRead, s.healthAlarms)
-	s.handle("GET /api/health/checks/local-alarms", levelRead, s.healthAlarms)
-	s.handle("GET /api/health/checks/virtual-hosts", levelRead, s.healthVhosts)
-	s.handle("GET /api/health/checks/port-listener/{port}", levelRead, s.healthPort)
-	s.handle("GET /api/health/checks/ready", levelRead, s.healthReady)
-	s.handle("GET /api/aliveness-test/{vhost}", levelRead, s.aliveness)
+	for _, rt := range Routes() {
+		s.handle(rt)
+	}
 	// Probes that kubelets run without credentials.
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/warrenmq/warren/broker/auth"
 	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/vhost"
 )
@@ -34,64 +33,6 @@ func NewServer(b Broker, log *slog.Logger) *Server {
 // Handler returns the API handler.
 func (s *Server) Handler() http.Handler { return escapeSegments(s.mux) }
 
-// access levels
-type level int
-
-const (
-	levelRead level = iota
-	levelPolicy
-	levelAdmin
-)
-
-func (s *Server) handle(pattern string, lvl level, fn func(w http.ResponseWriter, r *http.Request, u meta.User)) {
-	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		u, err := s.authenticate(r)
-		if errors.Is(err, auth.ErrLoopbackOnly) {
-			writeError(w, http.StatusUnauthorized, "not_authorised", "User can only log in via localhost")
-			return
-		}
-		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Basic realm="Warren Management"`)
-			writeError(w, http.StatusUnauthorized, "not_authorized", "Login failed")
-			return
-		}
-		need := lvl
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			need = levelRead
-		}
-		if !allowed(u, need) {
-			writeError(w, http.StatusUnauthorized, "not_authorized", "Not administrator user")
-			return
-		}
-		fn(w, r, u)
-	})
-}
-
-func allowed(u meta.User, need level) bool {
-	if u.HasTag("administrator") {
-		return true
-	}
-	switch need {
-	case levelRead:
-		return u.HasTag("management") || u.HasTag("monitoring") || u.HasTag("policymaker")
-	case levelPolicy:
-		return u.HasTag("policymaker")
-	}
-	return false
-}
-
-// authenticate checks the request's basic-auth credentials with the
-// login rules every listener shares, from the socket's peer address.
-func (s *Server) authenticate(r *http.Request) (meta.User, error) {
-	name, pass, ok := r.BasicAuth()
-	if !ok {
-		return meta.User{}, errNoCredentials
-	}
-	return s.b.Login(name, pass, auth.PeerAddr(r.RemoteAddr))
-}
-
-var errNoCredentials = errors.New("no credentials")
-
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -107,7 +48,12 @@ func writeError(w http.ResponseWriter, status int, kind, reason string) {
 // writeErr maps broker errors onto RabbitMQ's status codes.
 func writeErr(w http.ResponseWriter, err error) {
 	var ve *vhost.Error
+	var ae *accessError
 	switch {
+	case errors.As(err, &ae):
+		writeError(w, http.StatusUnauthorized, "not_authorised", ae.reason)
+	case errors.As(err, &ve) && errors.Is(err, vhost.ErrAccessRefused):
+		writeError(w, http.StatusUnauthorized, "not_authorised", ve.Text)
 	case errors.As(err, &ve) && errors.Is(err, vhost.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", ve.Text)
 	case errors.As(err, &ve):

@@ -253,7 +253,6 @@ func untar(t *testing.T, archive, dir string) {
 	}
 }
 
-
 // TestOpensPreviousLayout opens a data directory written by the broker
 // before names were escaped by broker/store/pathname: every queue (classic
 // v1 and v2, embedded and message-store messages, streams with a stored

@@ -8,8 +8,10 @@
 // naming the holder; the kernel drops the lock when the process exits,
 // kill -9 included. Shutdown releases it last.
 //
-// Startup order: lock, meta, vhosts (queues recover their messages), then listeners,
-// so no client sees a half-recovered node. Shutdown runs in reverse: stop
+// Startup order: lock, meta, the data directory's layout migration
+// (store.MigrateLayout, from the durable queues meta lists), vhosts (queues
+// recover their messages), then listeners, so no client sees a
+// half-recovered node. Shutdown runs in reverse: stop
 // accepting, close client connections (in-flight publishes finish), close
 // vhosts (queues flush and fsync, recording a clean shutdown), close meta.
 //

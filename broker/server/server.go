@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,6 +94,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		lock.Close()
 		return nil, fmt.Errorf("server: open metadata: %w", err)
 	}
+	if err := store.MigrateLayout(ctx, cfg.DataDir, durableQueues(m), log); err != nil {
+		_ = m.Close()
+		lock.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	b := &Broker{cfg: cfg, log: log, meta: m, lock: lock, vhosts: map[string]*vhost.Vhost{}, listeners: map[string]net.Listener{}}
 	b.auth = auth.NewChecker(m, cfg.Auth.LoopbackUsers)
 	b.startedAt = time.Now()
@@ -173,24 +177,21 @@ func (b *Broker) bootstrap(ctx context.Context) error {
 	return nil
 }
 
-func (b *Broker) vhostDir(name string) string {
-	return filepath.Join(b.cfg.DataDir, "vhosts", vhostDirName(name))
+// durableQueues lists every vhost's durable queues and streams.
+func durableQueues(m meta.Store) []store.VhostQueues {
+	var out []store.VhostQueues
+	for _, v := range m.Vhosts() {
+		vq := store.VhostQueues{Vhost: v.Name}
+		for _, q := range m.Queues(v.Name) {
+			vq.Queues = append(vq.Queues, q.Name)
+		}
+		out = append(out, vq)
+	}
+	return out
 }
 
-// vhostDirName encodes a vhost name as a directory name.
-func vhostDirName(name string) string {
-	var sb strings.Builder
-	for _, r := range name {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
-			sb.WriteRune(r)
-		} else {
-			fmt.Fprintf(&sb, "%%%02X", r)
-		}
-	}
-	if sb.Len() == 0 {
-		return "%"
-	}
-	return sb.String()
+func (b *Broker) vhostDir(name string) string {
+	return store.VhostDir(b.cfg.DataDir, name)
 }
 
 func (b *Broker) startVhost(ctx context.Context, mv meta.Vhost) error {

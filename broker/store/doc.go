@@ -3,6 +3,14 @@
 // per-vhost message store that keeps large messages once for any number of
 // queues. It knows nothing of AMQP: a message is opaque bytes with a MsgID.
 //
+// It also owns the data directory's layout (layout.go): VhostDir, StreamDir
+// and the queue directories, every client-chosen name made one component by
+// pathname.Escape (injective, never "." or "..", no separator, at most 200
+// bytes). MigrateLayout, run once at start before any vhost opens, moves a
+// directory of the previous layout (names escaped by three different, unsafe
+// rules) to the new names, crash-safely (see migrate.go), and records
+// LayoutVersion in <data_dir>/format.
+//
 // Queue index (per queue directory): segment files of fixed-size 32-byte
 // entries, segment n covering seqs [n*E, (n+1)*E), entry i at offset i*32:
 //

@@ -119,18 +119,6 @@ type segment struct {
 	dirty   bool
 }
 
-func queueDirName(name string) string {
-	var sb strings.Builder
-	for _, r := range name {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
-			sb.WriteRune(r)
-		} else {
-			fmt.Fprintf(&sb, "%%%02X", r)
-		}
-	}
-	return sb.String()
-}
-
 func openQueueIndex(vs *VhostStore, dir string, opts Options) (*QueueIndex, Recovery, error) {
 	return openQueueIndexRefs(vs, dir, opts, true)
 }

@@ -74,10 +74,10 @@ func OpenVhost(ctx context.Context, cfg VhostConfig) (*VhostStore, error) {
 		cfg.Log = slog.Default()
 	}
 	dir := cfg.Dir
-	if err := os.MkdirAll(filepath.Join(dir, "queues"), 0o750); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, queuesDir), 0o750); err != nil {
 		return nil, fmt.Errorf("store: create %s: %w", dir, err)
 	}
-	msgs, err := openMessageStore(filepath.Join(dir, "msg_store"), cfg.Disk, cfg.Log)
+	msgs, err := openMessageStore(filepath.Join(dir, msgStore), cfg.Disk, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func OpenVhost(ctx context.Context, cfg VhostConfig) (*VhostStore, error) {
 }
 
 func (v *VhostStore) queueDir(name string) string {
-	return filepath.Join(v.dir, "queues", queueDirName(name))
+	return queueDir(v.dir, name)
 }
 
 // OpenQueue opens a queue's index, recovering its entries.
@@ -111,7 +111,7 @@ func (v *VhostStore) DeleteQueue(ctx context.Context, name string) error {
 	if err := os.RemoveAll(v.queueDir(name)); err != nil {
 		return fmt.Errorf("store: delete queue %q: %w", name, err)
 	}
-	syncDir(filepath.Join(v.dir, "queues"))
+	syncDir(filepath.Join(v.dir, queuesDir))
 	return nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -244,20 +243,8 @@ func (v *Vhost) openQueue(ctx context.Context, info queue.Info, args queue.Args)
 	return q, nil
 }
 
-// streamDir is the directory of a stream's log: the name escaped so that
-// any queue name is one safe path element.
-func (v *Vhost) streamDir(name string) string {
-	var sb strings.Builder
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' && i > 0 {
-			sb.WriteByte(c)
-		} else {
-			fmt.Fprintf(&sb, "%%%02X", c)
-		}
-	}
-	return filepath.Join(v.cfg.Dir, "streams", sb.String())
-}
+// streamDir is the directory of a stream's log.
+func (v *Vhost) streamDir(name string) string { return store.StreamDir(v.cfg.Dir, name) }
 
 // policyQueueVersion is the queue-version of the policy matching the queue, 0 when none.
 func (v *Vhost) policyQueueVersion(name string) int {

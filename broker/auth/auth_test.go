@@ -3,6 +3,7 @@ package auth_test
 import (
 	"errors"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/warrenmq/warren/broker/auth"
@@ -59,4 +60,25 @@ func TestLogin(t *testing.T) {
 	if !auth.IsLoopback(&net.UnixAddr{Name: "/tmp/s", Net: "unix"}) {
 		t.Error("a Unix socket is not loopback")
 	}
+}
+
+// PeerAddr takes whatever net/http put in RemoteAddr: it never panics, and
+// an address counts as loopback only when it parses as a loopback IP.
+func FuzzPeerAddr(f *testing.F) {
+	for _, s := range []string{"127.0.0.1:1", "[::1]:2", "[::ffff:127.0.0.1]:3", "192.0.2.1:4", "", "garbage", "[fe80::1%eth0]:5", "127.0.0.1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, remote string) {
+		a := auth.PeerAddr(remote)
+		if !auth.IsLoopback(a) {
+			return
+		}
+		host, _, err := net.SplitHostPort(remote)
+		if err != nil {
+			t.Fatalf("%q: loopback without a host and port", remote)
+		}
+		if ip := net.ParseIP(strings.Split(host, "%")[0]); ip == nil || !ip.IsLoopback() {
+			t.Fatalf("%q: loopback, but its host %q is not", remote, host)
+		}
+	})
 }

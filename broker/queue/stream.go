@@ -43,7 +43,7 @@ func OpenStream(ctx context.Context, cfg StreamConfig) (*Stream, error) {
 	if !cfg.Info.Durable || cfg.Info.Exclusive || cfg.Info.AutoDelete {
 		return nil, fmt.Errorf("%w: queue '%s' of type stream must be durable, neither exclusive nor auto-delete", ErrInvalidArgument, cfg.Info.Name)
 	}
-	opts := streamlog.Options{MaxAge: cfg.Args.MaxAge}
+	opts := streamlog.Options{MaxAge: cfg.Args.MaxAge, Log: cfg.Log}
 	if cfg.Args.MaxLengthBytes > 0 {
 		opts.MaxBytes = cfg.Args.MaxLengthBytes
 	}

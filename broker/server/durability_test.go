@@ -227,3 +227,96 @@ func TestKill9KeepsEveryConfirmedMessage(t *testing.T) {
 	t.Logf("%d confirmed before kill -9, %d recovered, all confirmed present once", nConfirmed, len(seen))
 	_ = os.Remove(bin)
 }
+
+// TestKill9RedeliveredOnlyWhatWasDelivered: after kill -9, a message that
+// was handed to a consumer and not acked comes back flagged redelivered,
+// and one that never reached a consumer does not (the queue index records
+// deliveries, as RabbitMQ's classic queues do).
+func TestKill9RedeliveredOnlyWhatWasDelivered(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the warren binary")
+	}
+	bin := brokertest.BuildWarren(t)
+	dir := t.TempDir()
+	port := brokertest.FreePort(t)
+	p := startProcess(t, bin, dir, port)
+	conn, err := amqp091.Dial(p.url())
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer conn.Close()
+	ch, _ := conn.Channel()
+	for _, q := range []string{"small", "large"} {
+		if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+			t.Fatalf("declare: %v", err)
+		}
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	pad := map[string]string{"small": "", "large": strings.Repeat("L", 6000)} // embedded, message store
+	for _, q := range []string{"small", "large"} {
+		for i := 0; i < 20; i++ {
+			dc, err := ch.PublishWithDeferredConfirm("", q, false, false, amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte(fmt.Sprintf("%d|%s", i, pad[q]))})
+			if err != nil || !dc.Wait() {
+				t.Fatalf("publish %d to %s: not confirmed (%v)", i, q, err)
+			}
+		}
+	}
+	// Deliver the first 5 of each queue (basic.get for 2, a consumer for
+	// 3) and ack none.
+	delivered := map[string]bool{}
+	for _, q := range []string{"small", "large"} {
+		for i := 0; i < 2; i++ {
+			d, ok, err := ch.Get(q, false)
+			if err != nil || !ok {
+				t.Fatalf("get from %s: %v %v", q, ok, err)
+			}
+			delivered[q+"/"+string(d.Body[:strings.IndexByte(string(d.Body), '|')])] = true
+		}
+		cch, _ := conn.Channel()
+		if err := cch.Qos(3, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := cch.Consume(q, "", false, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 3; i++ {
+			d := <-ds
+			delivered[q+"/"+string(d.Body[:strings.IndexByte(string(d.Body), '|')])] = true
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("kill: %v", err)
+	}
+	_ = p.cmd.Wait()
+
+	p2 := startProcess(t, bin, dir, port)
+	conn2, err := amqp091.Dial(p2.url())
+	if err != nil {
+		t.Fatalf("dial after restart: %v", err)
+	}
+	defer conn2.Close()
+	ch2, _ := conn2.Channel()
+	seen := 0
+	for _, q := range []string{"small", "large"} {
+		for {
+			d, ok, err := ch2.Get(q, true)
+			if err != nil {
+				t.Fatalf("get: %v", err)
+			}
+			if !ok {
+				break
+			}
+			seen++
+			key := q + "/" + string(d.Body[:strings.IndexByte(string(d.Body), '|')])
+			if d.Redelivered != delivered[key] {
+				t.Errorf("%s: redelivered = %v after kill -9, want %v (delivered before: %v)", key, d.Redelivered, delivered[key], delivered[key])
+			}
+		}
+	}
+	if seen != 40 {
+		t.Fatalf("recovered %d messages, want 40", seen)
+	}
+}

@@ -48,6 +48,10 @@ func (q *QueueIndex) openJournal(rec *Recovery) error {
 	if err != nil {
 		return err
 	}
+	if st, err := f.Stat(); err == nil && st.Size() > good {
+		q.log().Warn("queue index: cut a torn or corrupt journal tail after its last whole record",
+			"file", f.Name(), "offset", good, "bytes_dropped", st.Size()-good)
+	}
 	if err := f.Truncate(good); err != nil {
 		return fmt.Errorf("store: cut torn journal: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -61,7 +62,11 @@ func (q *QueueIndex) recover() (Recovery, error) {
 		if err != nil && !errors.Is(err, io.EOF) {
 			return rec, fmt.Errorf("store: read segment: %w", err)
 		}
+		if got%entrySize != 0 {
+			q.log().Warn("queue index: ignored a torn entry at the end of a segment", "file", q.segPath(n, "qi"), "bytes", got%entrySize)
+		}
 		buf = buf[:got-got%entrySize]
+		var dropped [dropReasons]int
 		for i := 0; i+entrySize <= len(buf); i += entrySize {
 			e := buf[i : i+entrySize]
 			st := e[0]
@@ -69,8 +74,18 @@ func (q *QueueIndex) recover() (Recovery, error) {
 				continue
 			}
 			seq := binary.BigEndian.Uint64(e[8:])
-			if seq != n*E+uint64(i/entrySize) || e[1]&flagPersistent == 0 || !q.entryValid(s, e) {
+			why := dropNone
+			switch {
+			case e[1]&flagPersistent == 0:
+				why = dropTransient
+			case seq != n*E+uint64(i/entrySize):
+				why = dropCorrupt
+			default:
+				why = q.entryValid(s, e)
+			}
+			if why != dropNone {
 				// Transient, torn or corrupt: never served again.
+				dropped[why]++
 				if _, err := s.idx.WriteAt([]byte{statusEmpty}, int64(i)); err != nil {
 					return rec, fmt.Errorf("store: drop entry: %w", err)
 				}
@@ -85,6 +100,14 @@ func (q *QueueIndex) recover() (Recovery, error) {
 			if seq+1 > rec.Next {
 				rec.Next = seq + 1
 			}
+		}
+		if dropped[dropCorrupt] > 0 {
+			q.log().Warn("queue index: dropped entries that failed their CRC (torn or corrupt); the other entries are kept",
+				"file", q.segPath(n, "qi"), "entries", dropped[dropCorrupt], "kept", s.live)
+		}
+		if dropped[dropMissing] > 0 {
+			q.log().Warn("queue index: dropped entries whose message is not in the message store",
+				"file", q.segPath(n, "qi"), "entries", dropped[dropMissing], "kept", s.live)
 		}
 		if s.live == 0 {
 			q.dropSegment(s)
@@ -104,32 +127,49 @@ func (q *QueueIndex) recover() (Recovery, error) {
 	return rec, nil
 }
 
+// Why recovery drops an entry.
+const (
+	dropNone      = iota
+	dropTransient // expected: transient messages do not survive a restart
+	dropCorrupt   // torn or corrupt: its CRC fails
+	dropMissing   // its message is not in the message store
+	dropReasons
+)
+
 // entryValid checks an entry's CRC against its body and, for an external
-// message, takes a message-store reference.
-func (q *QueueIndex) entryValid(s *segment, e []byte) bool {
+// message, takes a message-store reference. It returns why the entry is
+// dropped, or dropNone.
+func (q *QueueIndex) entryValid(s *segment, e []byte) int {
 	size := binary.BigEndian.Uint32(e[28:])
 	var body []byte
 	if e[1]&flagExternal == 0 {
 		off := int64(binary.BigEndian.Uint32(e[24:]))
 		if off+int64(size) > s.bodyN {
-			return false
+			return dropCorrupt
 		}
 		body = make([]byte, size)
 		if _, err := s.body.ReadAt(body, off); err != nil {
-			return false
+			return dropCorrupt
 		}
 	}
 	if entryCRC(e, body) != binary.BigEndian.Uint32(e[4:]) {
-		return false
+		return dropCorrupt
 	}
 	if e[1]&flagExternal != 0 {
 		id := MsgID(binary.BigEndian.Uint64(e[16:]))
-		if !q.countRefs {
-			return q.vs.msgs.has(id)
+		ok := q.countRefs && q.vs.msgs.addRef(id) || !q.countRefs && q.vs.msgs.has(id)
+		if !ok {
+			return dropMissing
 		}
-		return q.vs.msgs.addRef(id)
 	}
-	return true
+	return dropNone
+}
+
+func (q *QueueIndex) log() *slog.Logger {
+	if q.vs.log == nil {
+		return slog.Default()
+	}
+	return q.vs.log.With("queue_dir", filepath.Base(q.dir))
 }
 
 func entryCRC(e, body []byte) uint32 {

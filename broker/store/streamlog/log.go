@@ -2,6 +2,7 @@ package streamlog
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -55,6 +56,9 @@ type Options struct {
 	Epoch uint64
 	// Now is the clock (default time.Now); chunk timestamps come from it.
 	Now func() time.Time
+	// Log receives the repairs recovery makes, at warn (default
+	// slog.Default()).
+	Log *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -69,6 +73,9 @@ func (o *Options) defaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
 	}
 	if o.FilterSize == 0 {
 		o.FilterSize = DefaultFilterSize

@@ -51,6 +51,7 @@ func (l *Log) recover() error {
 		if err != nil || st.Size() > FileHeaderSize {
 			break
 		}
+		l.opts.Log.Warn("stream: removed an empty segment left by a crash during a roll", "file", sp)
 		os.Remove(sp)
 		os.Remove(ip)
 		bases = bases[:len(bases)-1]
@@ -127,10 +128,14 @@ func (l *Log) loadSealed(base, nextBase uint64) (*segment, error) {
 	if end != s.size {
 		// Not the log's tail: a sealed segment was fsynced before the next
 		// one started, so this is damage on disk. Keep the valid prefix.
+		l.opts.Log.Warn("stream: cut a corrupt sealed segment after its last valid chunk",
+			"file", sp, "offset", end, "bytes_dropped", s.size-end, "chunks_kept", s.chunks)
 		if err := os.Truncate(sp, end); err != nil {
 			return nil, err
 		}
 		s.size = end
+	} else {
+		l.opts.Log.Warn("stream: rebuilt a segment index that did not match its segment", "file", ip, "chunks", s.chunks)
 	}
 	return s, nil
 }
@@ -230,6 +235,7 @@ func (l *Log) recoverActive(base uint64) (*segment, error) {
 	}
 	if st.Size() < FileHeaderSize {
 		// Torn while being created: write the header again.
+		l.opts.Log.Warn("stream: rewrote the header of a segment torn while being created", "file", sp, "bytes_dropped", st.Size())
 		err := f.Truncate(0)
 		if err == nil {
 			_, err = f.WriteAt(fileHeader(segmentMagic), 0)
@@ -262,6 +268,10 @@ func (l *Log) recoverActive(base uint64) (*segment, error) {
 	if err != nil {
 		f.Close()
 		return nil, err
+	}
+	if end != st.Size() && st.Size() >= FileHeaderSize {
+		l.opts.Log.Warn("stream: cut a torn or corrupt tail of the active segment after its last valid chunk",
+			"file", sp, "offset", end, "bytes_dropped", st.Size()-end, "chunks_kept", s.chunks)
 	}
 	if end != st.Size() {
 		if err := f.Truncate(end); err != nil {

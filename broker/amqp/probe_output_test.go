@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
 	"github.com/warrenmq/warren/broker/amqp/wire"
 	"github.com/warrenmq/warren/broker/brokertest"
 	"github.com/warrenmq/warren/broker/brokertest/eventually"
@@ -110,25 +112,29 @@ func floodUntilStalled(t *testing.T, f *flooder, runBytes int, maxBytes, base, b
 	})
 }
 
-// TestProbeNeverReadingClientIsPushedBack: a publisher in confirm mode, or
-// one whose mandatory messages come back as basic.return with their 1 MB
-// bodies, that never reads its socket does not grow the broker's memory:
+// TestProbeNeverReadingClientIsPushedBack: a publisher in confirm mode, one
+// whose mandatory messages come back as basic.return with their 1 MB
+// bodies, or one that gets the same 1 MB message again and again, that
+// never reads its socket does not grow the broker's memory:
 // the broker stops reading it once the output waiting for it is over
 // amqp.output_buffer_limit, and TCP pushes back. Meanwhile another client
 // publishes and consumes as usual; once the slow client reads, it gets
-// every confirm and every return.
+// every confirm, return and get-ok.
 func TestProbeNeverReadingClientIsPushedBack(t *testing.T) {
 	const bound = 64 << 20 // heap growth allowed, the default limit being 4 MiB
 	tests := []struct {
 		name string
-		// setup sends what the run needs first; run is one run of publishes.
+		// prepare readies the broker (as guest); setup is what the slow
+		// client sends first, run one run of what it floods.
+		prepare func(t *testing.T, ch *amqp091.Channel)
 		setup   []wire.Method
 		run     func() ([]byte, int)
 		maxSent int64
-		// settled counts the confirms (acks, highest tag) or returns read.
+		// settled counts the confirms (acks, highest tag) or returns read
+		// (nil: the output is not read back).
 		settled func(m wire.Method, n int64) int64
 	}{
-		{"confirms of unroutable publishes", []wire.Method{&wire.ConfirmSelect{}}, func() ([]byte, int) {
+		{"confirms of unroutable publishes", nil, []wire.Method{&wire.ConfirmSelect{}}, func() ([]byte, int) {
 			var b []byte
 			for range 1000 {
 				b = wire.AppendMethodFrame(b, 1, &wire.BasicPublish{RoutingKey: "nowhere"})
@@ -141,7 +147,7 @@ func TestProbeNeverReadingClientIsPushedBack(t *testing.T) {
 			}
 			return n
 		}},
-		{"returns of mandatory 1 MB messages", nil, func() ([]byte, int) {
+		{"returns of mandatory 1 MB messages", nil, nil, func() ([]byte, int) {
 			b := wire.AppendMethodFrame(nil, 1, &wire.BasicPublish{RoutingKey: "nowhere", Mandatory: true})
 			b = wire.AppendHeaderFrame(b, 1, wire.ClassBasic, 1<<20, []byte{0, 0})
 			return wire.AppendBodyFrames(b, 1, make([]byte, 1<<20), 131072), 1
@@ -151,12 +157,24 @@ func TestProbeNeverReadingClientIsPushedBack(t *testing.T) {
 			}
 			return n
 		}},
+		{"basic.get of a 1 MB message, again and again", func(t *testing.T, ch *amqp091.Channel) {
+			declare(t, ch, "big", false, nil)
+			publishConfirmed(t, ch, "", "big", []string{string(make([]byte, 1<<20))}, false)
+		}, nil, func() ([]byte, int) {
+			// 40 bytes in, 1 MB out: the nack puts the message back for
+			// the next get.
+			b := wire.AppendMethodFrame(nil, 1, &wire.BasicGet{Queue: "big"})
+			return wire.AppendMethodFrame(b, 1, &wire.BasicNack{Multiple: true, Requeue: true}), 1
+		}, 400 << 20, nil}, // reading back the GBs of get-oks the socket buffers asked for proves nothing more
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := brokertest.Start(t)
 			bystander := n.Channel(t)
 			declare(t, bystander, "bystander", false, nil)
+			if tt.prepare != nil {
+				tt.prepare(t, n.Channel(t))
+			}
 			base := liveHeap()
 
 			nc, r := rawClient(t, n.AMQPAddr(), 0)
@@ -183,6 +201,9 @@ func TestProbeNeverReadingClientIsPushedBack(t *testing.T) {
 
 			// The slow client reads at last: nothing was lost.
 			f.stop.Store(true)
+			if tt.settled == nil {
+				return
+			}
 			var got atomic.Int64
 			readErr := make(chan error, 1)
 			go func() {

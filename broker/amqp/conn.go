@@ -97,12 +97,15 @@ type conn struct {
 	sendOct     atomic.Uint64
 }
 
+// readBufferSize is a connection's read buffer once the handshake is done;
+// it grows beyond with larger frames, up to the frame max.
+const readBufferSize = 64 << 10
+
 func newConn(s *Server, id uint64, nc net.Conn) *conn {
 	c := &conn{
 		srv:           s,
 		id:            id,
 		nc:            nc,
-		r:             wire.NewReader(nc, 64<<10),
 		name:          fmt.Sprintf("%s -> %s", nc.RemoteAddr(), nc.LocalAddr()),
 		connectedAt:   time.Now(),
 		channels:      map[uint16]*channel{},
@@ -119,7 +122,9 @@ func newConn(s *Server, id uint64, nc net.Conn) *conn {
 		TimedOut: func() { c.wantAcks.Store(false) },
 	}); err == nil {
 		c.sock = sock
-		c.r = wire.NewReader(sock, 64<<10)
+		c.r = wire.NewReader(sock, wire.FrameMinSize)
+	} else {
+		c.r = wire.NewReader(nc, wire.FrameMinSize)
 	}
 	c.flushFn = c.flush
 	c.acks.init()
@@ -134,6 +139,9 @@ func (c *conn) serve(ctx context.Context) {
 		return
 	}
 	c.state.Store("running")
+	// Small during the handshake (an unauthenticated connection holds a
+	// few KiB), then large enough to read many frames per system call.
+	c.r.Grow(readBufferSize)
 	go c.writeLoop()
 	err := c.safely("read loop", func() error { return c.readLoop(ctx) })
 	c.state.Store("closing")

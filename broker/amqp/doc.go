@@ -42,7 +42,9 @@
 // Protocol errors are *Error values: channel errors close one channel, the
 // others the connection, each with RabbitMQ's reply code and text. A malformed
 // frame closes only its own connection and never panics the process; frame
-// errors during the handshake get a connection.close too. A message body is
+// errors during the handshake get a connection.close too. The read buffer is
+// 4 KiB during the handshake (frame max 4096 before tune), 64 KiB after, so
+// an unauthenticated connection holds a few KiB of heap. A message body is
 // allocated as its frames arrive, never ahead of them (appendBody): a content
 // header declares a size (refused with 406 above max_message_size, compared
 // unsigned) but costs nothing by itself. Headers nested deeper than the codec

@@ -265,3 +265,27 @@ func TestProbeFrameErrorsDuringHandshakeGetConnectionClose(t *testing.T) {
 		})
 	}
 }
+
+func TestProbeUnauthenticatedConnectionsCostLittle(t *testing.T) {
+	const conns = 500
+	n := brokertest.Start(t)
+	before := heapObjects()
+	for range conns {
+		nc, err := net.Dial("tcp", n.AMQPAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+		write(t, nc, []byte(wire.ProtocolHeader))
+		expectMethod(t, wire.NewReader(nc, 4096), "connection.start")
+		// start-ok's frame header, declaring the most allowed before
+		// tune, and none of its payload.
+		write(t, nc, binary.BigEndian.AppendUint32([]byte{wire.FrameMethod, 0, 0}, wire.FrameMinSize-wire.FrameOverhead))
+	}
+	grown := int64(heapObjects()) - int64(before)
+	t.Logf("heap grew by %d KiB for %d unauthenticated connections", grown>>10, conns)
+	if grown > 16<<20 {
+		t.Fatalf("heap grew by %d MiB for %d unauthenticated connections", grown>>20, conns)
+	}
+}

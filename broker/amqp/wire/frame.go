@@ -107,6 +107,17 @@ func NewReader(r io.Reader, bufSize int) *Reader {
 	return &Reader{rd: r, buf: make([]byte, bufSize)}
 }
 
+// Grow makes the buffer at least n bytes, so that a trusted peer's frames
+// are read with few system calls (a connection starts small and grows it
+// once the handshake is done).
+func (r *Reader) Grow(n int) {
+	if n > len(r.buf) {
+		nb := make([]byte, n)
+		r.w = copy(nb, r.buf[r.r:r.w])
+		r.r, r.buf = 0, nb
+	}
+}
+
 // SetMaxFrameSize sets the largest frame ReadFrame accepts, overhead
 // included (the negotiated frame-max). 0 means no limit.
 func (r *Reader) SetMaxFrameSize(n uint32) { r.maxFrame = n }

@@ -58,6 +58,7 @@ type migration struct {
 	log     *slog.Logger
 	// beforeRename, when set, runs before every rename (tests: a crash).
 	beforeRename func() error
+	moved        int // directories moved by this run
 }
 
 func (m *migration) path(elem ...string) string {
@@ -76,6 +77,7 @@ func (m *migration) run(ctx context.Context, vhosts []VhostQueues) error {
 		return fmt.Errorf("%w: layout %d, this broker knows up to %d (%s)", ErrNewerLayout, ver, LayoutVersion, m.path(formatFile))
 	}
 	cur, next, prev := m.path(vhostsDir), m.path(nextVhostsDir), m.path(prevVhostsDir)
+	legacy := exists(cur) || exists(next)
 	if exists(cur) && !exists(next) && !exists(prev) {
 		m.log.Info("migrating the data directory to layout 2 (escaped names)", "dir", m.dataDir)
 		if err := mkdirSynced(next); err != nil {
@@ -104,6 +106,9 @@ func (m *migration) run(ctx context.Context, vhosts []VhostQueues) error {
 		return err
 	}
 	syncDir(m.dataDir)
+	if legacy {
+		m.log.Info("data directory migrated to layout 2", "dir", m.dataDir, "moved_dirs", m.moved)
+	}
 	if exists(prev) {
 		removeEmptyDirs(prev)
 		if exists(prev) {
@@ -174,6 +179,7 @@ func (m *migration) rename(src, dst string) error {
 	if err := os.Rename(src, dst); err != nil {
 		return fmt.Errorf("store: migrate layout: %w", err)
 	}
+	m.moved++
 	syncDir(filepath.Dir(dst))
 	syncDir(filepath.Dir(src))
 	return nil

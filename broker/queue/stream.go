@@ -19,7 +19,9 @@ type StreamConfig struct {
 	// ReadAhead is the vhost's read-ahead setting, for AMQP consumers (nil:
 	// streamlog's default).
 	ReadAhead *streamlog.ReadAhead
-	Log       *slog.Logger
+	// Disk (may be nil) is told what the stream writes, for the disk alarm.
+	Disk streamlog.Disk
+	Log  *slog.Logger
 }
 
 // Stream is a queue of type stream: an append-only log (streamlog.Log).
@@ -43,7 +45,7 @@ func OpenStream(ctx context.Context, cfg StreamConfig) (*Stream, error) {
 	if !cfg.Info.Durable || cfg.Info.Exclusive || cfg.Info.AutoDelete {
 		return nil, fmt.Errorf("%w: queue '%s' of type stream must be durable, neither exclusive nor auto-delete", ErrInvalidArgument, cfg.Info.Name)
 	}
-	opts := streamlog.Options{MaxAge: cfg.Args.MaxAge, Log: cfg.Log}
+	opts := streamlog.Options{MaxAge: cfg.Args.MaxAge, Log: cfg.Log, Disk: cfg.Disk}
 	if cfg.Args.MaxLengthBytes > 0 {
 		opts.MaxBytes = cfg.Args.MaxLengthBytes
 	}

@@ -95,6 +95,14 @@ func Open(ctx context.Context, cfg Config) (*Vhost, error) {
 	return v, nil
 }
 
+// streamDisk is the disk watch for the vhost's streams (nil when none).
+func (v *Vhost) streamDisk() streamlog.Disk {
+	if v.cfg.Disk == nil {
+		return nil
+	}
+	return v.cfg.Disk
+}
+
 // Name is the vhost's name.
 func (v *Vhost) Name() string { return v.cfg.Name }
 
@@ -211,7 +219,7 @@ func (v *Vhost) openQueue(ctx context.Context, info queue.Info, args queue.Args)
 	switch info.Type {
 	case "classic":
 	case "stream":
-		q, err := queue.OpenStream(ctx, queue.StreamConfig{Info: info, Args: args, Dir: v.streamDir(info.Name), ReadAhead: v.readAhead, Log: v.log})
+		q, err := queue.OpenStream(ctx, queue.StreamConfig{Info: info, Args: args, Dir: v.streamDir(info.Name), ReadAhead: v.readAhead, Disk: v.streamDisk(), Log: v.log})
 		if err != nil {
 			if errors.Is(err, queue.ErrInvalidArgument) {
 				return nil, errorf(ErrPrecondition, "%s", trimKind(err))

@@ -59,7 +59,26 @@ type Options struct {
 	// Log receives the repairs recovery makes, at warn (default
 	// slog.Default()).
 	Log *slog.Logger
+	// Disk (may be nil) is told what is about to be written and when a
+	// write finds the disk full, for the disk alarm.
+	Disk Disk
 }
+
+// Disk is what the log tells about its writes, for the disk alarm
+// (store.DiskWatch).
+type Disk interface {
+	// Reserve is called before n bytes are written.
+	Reserve(n int64)
+	// NoSpace is told a write's error; it reports whether it was a full
+	// disk.
+	NoSpace(err error) bool
+}
+
+// noDisk is the Disk of a log that reports to nobody.
+type noDisk struct{}
+
+func (noDisk) Reserve(int64)      {}
+func (noDisk) NoSpace(error) bool { return false }
 
 func (o *Options) defaults() {
 	if o.MaxSegmentBytes <= 0 {
@@ -76,6 +95,9 @@ func (o *Options) defaults() {
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
+	}
+	if o.Disk == nil {
+		o.Disk = noDisk{}
 	}
 	if o.FilterSize == 0 {
 		o.FilterSize = DefaultFilterSize
@@ -251,7 +273,6 @@ func (l *Log) Append(b *Batch, done DoneFunc) (uint64, error) {
 	onlySnapshot := cur.snapshot && cur.chunks == 1
 	if cur.chunks > 0 && !onlySnapshot && (cur.size+total > l.opts.MaxSegmentBytes || cur.chunks+nchunks > l.opts.MaxSegmentChunks) {
 		if err := l.roll(ts); err != nil {
-			l.failed = err
 			return 0, err
 		}
 		cur = l.segs[len(l.segs)-1]
@@ -297,6 +318,7 @@ func (l *Log) Append(b *Batch, done DoneFunc) (uint64, error) {
 		pos += int64(len(buf) - n)
 		w.last, w.next = int64(id), id+1
 	}
+	l.opts.Disk.Reserve(int64(len(buf)))
 	_, err := l.seg.Write(buf)
 	if b.entries > 0 && !filtered {
 		b.buf = buf[:dataEnd]
@@ -311,6 +333,7 @@ func (l *Log) Append(b *Batch, done DoneFunc) (uint64, error) {
 		} else if _, serr := l.seg.Seek(start, 0); serr != nil {
 			l.failed = fmt.Errorf("streamlog: append to %s: %w (and seek: %v)", l.dir, err, serr)
 		}
+		l.opts.Disk.NoSpace(err)
 		return 0, fmt.Errorf("streamlog: append to %s: %w", l.dir, err)
 	}
 	cur.size = pos

@@ -61,7 +61,6 @@ func (l *Log) AppendChunks(raw []byte, done DoneFunc) (uint64, error) {
 		if cur.chunks > 0 && !onlySnapshot && (cur.size+int64(len(sp.b)) > l.opts.MaxSegmentBytes || cur.chunks+1 > l.opts.MaxSegmentChunks) {
 			l.written = w
 			if err := l.roll(h.Timestamp); err != nil {
-				l.failed = err
 				return 0, err
 			}
 			w = l.written

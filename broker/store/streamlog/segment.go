@@ -37,53 +37,74 @@ func (l *Log) createSegment(base uint64) (seg, idx *os.File, err error) {
 // segments are always whole on disk) and starts a new one at the next
 // offset, opened by a tracking snapshot (even of an empty state: recovery
 // then never reads further back than the last segment that has one).
-// Called with l.mu held.
+// The new segment is complete and durable before it replaces the active
+// one: a roll that cannot write it (a full disk) removes its files and
+// changes nothing, and the next append tries again. Only a failed fsync
+// is fatal to the log (l.failed). Called with l.mu held.
 func (l *Log) roll(ts int64) error {
 	if err := fdatasync(l.seg); err != nil {
-		return fmt.Errorf("streamlog: sync %s before roll: %w", l.dir, err)
+		l.failed = fmt.Errorf("streamlog: sync %s before roll: %w", l.dir, err)
+		return l.failed
 	}
 	base := l.written.next
+	ns := &segment{base: base, size: FileHeaderSize}
 	seg, idx, err := l.createSegment(base)
 	if err != nil {
+		l.removeSegmentFiles(ns)
 		return fmt.Errorf("streamlog: roll %s: %w", l.dir, err)
+	}
+	data := l.tbuf[:0]
+	for ref, seq := range l.writers {
+		data = appendTrackSeq(data, ref, base, seq)
+	}
+	for ref, off := range l.offsets {
+		data = appendTrackOffset(data, ref, off)
+	}
+	l.tbuf = data
+	buf := buildTracking(l.wbuf[:0], ChunkTrackingSnapshot, data, base, ts, l.opts.Epoch)
+	l.wbuf = buf[:0]
+	l.opts.Disk.Reserve(int64(len(buf)))
+	if _, err := seg.Write(buf); err != nil {
+		seg.Close()
+		idx.Close()
+		l.removeSegmentFiles(ns)
+		l.opts.Disk.NoSpace(err)
+		return fmt.Errorf("streamlog: write tracking snapshot in %s: %w", l.dir, err)
+	}
+	// Retention may remove the segments holding the tracking state below:
+	// make its copy durable first.
+	if err := fdatasync(seg); err != nil {
+		seg.Close()
+		idx.Close()
+		l.failed = fmt.Errorf("streamlog: sync tracking snapshot in %s: %w", l.dir, err)
+		return l.failed
+	}
+	if err := syncDir(l.dir); err != nil {
+		seg.Close()
+		idx.Close()
+		l.failed = fmt.Errorf("streamlog: sync directory %s: %w", l.dir, err)
+		return l.failed
 	}
 	l.rolled = append(l.rolled, rolledFiles{seg: l.seg, idx: l.idx, idxBuf: l.pendIdx})
 	l.pendIdx = nil
 	l.seg, l.idx = seg, idx
 	l.dirDirty = true
-	ns := &segment{base: base, size: FileHeaderSize}
 	l.segs = append(l.segs, ns)
-	{
-		data := l.tbuf[:0]
-		for ref, seq := range l.writers {
-			data = appendTrackSeq(data, ref, base, seq)
-		}
-		for ref, off := range l.offsets {
-			data = appendTrackOffset(data, ref, off)
-		}
-		l.tbuf = data
-		buf := buildTracking(l.wbuf[:0], ChunkTrackingSnapshot, data, base, ts, l.opts.Epoch)
-		l.wbuf = buf[:0]
-		if _, err := l.seg.Write(buf); err != nil {
-			return fmt.Errorf("streamlog: write tracking snapshot in %s: %w", l.dir, err)
-		}
-		l.addIndex(indexRecord{ChunkID: base, Timestamp: ts, Epoch: l.opts.Epoch, Pos: FileHeaderSize, Type: ChunkTrackingSnapshot})
-		ns.size += int64(len(buf))
-		ns.chunks, ns.firstTS, ns.lastTS, ns.snapshot = 1, ts, ts, true
-		// Retention may remove the segments holding the tracking state
-		// below: make its copy durable first.
-		if err := fdatasync(l.seg); err != nil {
-			return fmt.Errorf("streamlog: sync tracking snapshot in %s: %w", l.dir, err)
-		}
-		if err := syncDir(l.dir); err != nil {
-			return fmt.Errorf("streamlog: sync directory %s: %w", l.dir, err)
-		}
-		w := l.written
-		w.seg, w.end, w.last, w.next = ns, ns.size, int64(base), base
-		l.written = w
-	}
+	l.addIndex(indexRecord{ChunkID: base, Timestamp: ts, Epoch: l.opts.Epoch, Pos: FileHeaderSize, Type: ChunkTrackingSnapshot})
+	ns.size += int64(len(buf))
+	ns.chunks, ns.firstTS, ns.lastTS, ns.snapshot = 1, ts, ts, true
+	w := l.written
+	w.seg, w.end, w.last, w.next = ns, ns.size, int64(base), base
+	l.written = w
 	l.retain(ts)
 	return nil
+}
+
+// removeSegmentFiles removes the files of a segment that never became part
+// of the log.
+func (l *Log) removeSegmentFiles(s *segment) {
+	_ = os.Remove(s.segPath(l.dir))
+	_ = os.Remove(s.idxPath(l.dir))
 }
 
 // ApplyRetention removes the segments that retention (MaxBytes, MaxAge)

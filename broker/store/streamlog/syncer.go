@@ -2,6 +2,7 @@ package streamlog
 
 import (
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -76,9 +77,9 @@ func (l *Log) flush(rolled []rolledFiles, seg, idx *os.File, idxBuf []byte, dirD
 	for _, r := range rolled {
 		var err error
 		if len(r.idxBuf) > 0 {
-			_, err = r.idx.Write(r.idxBuf)
+			l.writeIndex(r.idx, r.idxBuf)
 		}
-		if err == nil && sync {
+		if sync {
 			if err = fdatasync(r.seg); err == nil {
 				err = fdatasync(r.idx)
 			}
@@ -90,9 +91,7 @@ func (l *Log) flush(rolled []rolledFiles, seg, idx *os.File, idxBuf []byte, dirD
 		}
 	}
 	if len(idxBuf) > 0 {
-		if _, err := idx.Write(idxBuf); err != nil {
-			return fmt.Errorf("streamlog: write index in %s: %w", l.dir, err)
-		}
+		l.writeIndex(idx, idxBuf)
 	}
 	if !sync {
 		return nil
@@ -111,4 +110,23 @@ func (l *Log) flush(rolled []rolledFiles, seg, idx *os.File, idxBuf []byte, dirD
 		}
 	}
 	return nil
+}
+
+// writeIndex appends index records. The index only speeds up finding an
+// offset or a timestamp, and recovery rebuilds one that does not match its
+// segment, so a write that fails (a full disk) does not fail the chunks,
+// whose data is written: the records are dropped, the index is cut back to
+// whole records, and readers scan forward from an earlier chunk.
+func (l *Log) writeIndex(x *os.File, recs []byte) {
+	n, err := x.Write(recs)
+	if err == nil {
+		return
+	}
+	if n > 0 {
+		if pos, serr := x.Seek(-int64(n), io.SeekCurrent); serr == nil {
+			_ = x.Truncate(pos)
+		}
+	}
+	l.opts.Disk.NoSpace(err)
+	l.opts.Log.Warn("stream: index records not written; the index is rebuilt at the next start", "file", x.Name(), "records", len(recs)/IndexRecordSize, "err", err)
 }

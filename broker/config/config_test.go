@@ -52,6 +52,8 @@ func TestBadSettingsAreReportedByKey(t *testing.T) {
 		{"bad duration in env", "", "WARREN_AMQP_HEARTBEAT=soon", "WARREN_AMQP_HEARTBEAT"},
 		{"bad queue version", "storage:\n  queue_version: 3\n", "", "storage.queue_version"},
 		{"small frame max", "amqp:\n  frame_max: 100\n", "", "amqp.frame_max"},
+		{"no AMQP output buffer", "amqp:\n  output_buffer_limit: 0\n", "", "amqp.output_buffer_limit"},
+		{"huge AMQP output buffer", "", "WARREN_AMQP_OUTPUT_BUFFER_LIMIT=2147483648", "amqp.output_buffer_limit"},
 		{"unknown scheduling policy", "", "WARREN_PROCESS_SCHED_POLICY=fifo", "process.sched_policy"},
 		{"no HTTP idle timeout", "http:\n  idle_timeout: 0s\n", "", "http.idle_timeout"},
 		{"no HTTP read timeout", "", "WARREN_HTTP_READ_TIMEOUT=0s", "http.read_timeout"},

@@ -21,4 +21,12 @@
 // otherwise. So Wake's caller holds no lock that c's Deliver or Flush takes;
 // the work is bounded by c's credit and never waits for the disk's tail. A
 // stream hands a BatchConsumer its ready messages as one DeliverEach run.
+//
+// A classic queue writes a turn's messages through to its index before it
+// delivers anything of the turn. When that write fails (a full disk), the
+// turn's durable messages leave the queue and their publishers are nacked,
+// so a nacked message is never delivered; transient ones that were only
+// being spilled stay in memory. Deliveries to consumers that ack are
+// recorded in the index (one status write per run of entries) before they
+// reach the socket, so after a crash only those come back redelivered.
 package queue

@@ -21,6 +21,16 @@
 // RawConn write path is off for it and its writes go through the writer
 // goroutine (and thus through TLS).
 //
+// Resource alarms (alarms.go): memory and disk are sampled every second;
+// the disk alarm is also raised between samples by the storage writers
+// through one store.DiskWatch on the data directory — when what they are
+// about to write would take the free space below limits.disk_free_limit,
+// and at once when a write fails with ENOSPC — and cleared only by a
+// sample that finds the space back. Alarm changes reach the AMQP and
+// stream servers in order under blockMu. Lock order: DiskWatch's notify
+// lock, then Broker.blockMu, then Broker.alarmMu, then the protocol
+// servers' locks (amqp.Server.unblockMu, its mu, each conn's output lock).
+//
 // Message ids are node-unique across restarts: the counter starts at the boot
 // time in nanoseconds, so ids handed out after a restart exceed every stored one.
 package server

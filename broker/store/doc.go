@@ -17,7 +17,9 @@
 //	status(1) flags(1) reserved(2) crc32c(4) seq(8) msgid(8) offset(4) size(4)
 //
 // status is 0 empty, 1 published, 2 acked, 3 delivered (published, and
-// handed to a consumer before a clean shutdown). Messages below the embed
+// handed to a consumer: the queue marks deliveries as they happen, so after
+// a crash only the messages that reached a consumer come back redelivered,
+// as with RabbitMQ's classic queues). Messages below the embed
 // threshold are appended to the segment's body file (.qs) at offset; larger
 // ones live in the message store under msgid. The CRC covers the entry
 // fields after it and the body, so a torn entry or body is never served.
@@ -35,13 +37,41 @@
 // Message store (per vhost): append-only files of records
 // len(4) crc32c(4) msgid(8) data, an in-memory map msgid -> location and
 // reference count (rebuilt at recovery from the files and the queue indexes),
-// and compaction of files whose live bytes fall below half.
+// and compaction of files whose live bytes fall below half. Recovery skips
+// a record whose CRC fails when its length leads on to a good record, so a
+// flipped byte costs that one message; where the framing is lost (a length
+// past the end, more than 16 bad records in a row) the file is cut after
+// its last good record (see msgstore_recover.go).
 //
-// Durability: Append and Ack only buffer or hand writes to the OS. Sync
-// (group commit) fsyncs every file written before the call, batching many
-// queues' requests into one round of fsyncs on the vhost's syncer goroutine.
+// Every repair recovery makes — a queue entry dropped for its CRC or for
+// a message missing from the message store, a torn segment or journal
+// tail, a skipped or cut message store record — is logged at warn with the
+// file and what was dropped (VhostConfig.Log). Transient entries dropped
+// at a restart are not repairs.
+//
+// Durability: Append hands the batch to the OS before it returns (one
+// pwrite per file it touches: the message store is not buffered across
+// calls); Ack only rewrites status bytes. Sync (group commit) fsyncs every
+// file written before the call, batching many queues' requests into one
+// round of fsyncs on the vhost's syncer goroutine; confirms wait for it.
+//
+// A full disk is an expected condition. Append is all or nothing: when a
+// write fails (ENOSPC) the message store cuts its file back and forgets
+// the batch's records and references, the segment buffers are dropped, the
+// bodies cut back and any entry that reached a segment file emptied, the
+// journal cut back; nothing of the batch is read or recovered, no error is
+// left behind, and the next Append writes where the failed one would have.
+// Writers tell the DiskWatch (diskwatch.go) what they are about to write
+// (Reserve: an atomic add against an estimate of the free space, with a
+// statfs only when the estimate crosses the limit) and about ENOSPC
+// (NoSpace), so the disk alarm is raised before the disk fills and at once
+// when it does.
 //
 // Concurrency: a QueueIndex belongs to its queue's goroutine (Sync may be
-// called from it and completes on the syncer). MessageStore and VhostStore are
-// safe for concurrent use. Lock order: VhostStore.mu, then MessageStore.mu.
+// called from it and completes on the syncer). MessageStore, VhostStore and
+// DiskWatch are safe for concurrent use. Lock order: VhostStore.mu, then
+// MessageStore.mu, then DiskWatch.notifyMu, then whatever the alarm
+// callback takes (the server's alarm locks, the protocol servers' locks,
+// connection output locks); writers call the DiskWatch with no other lock
+// of this package held except MessageStore.mu during compaction.
 package store

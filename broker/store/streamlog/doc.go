@@ -82,11 +82,24 @@
 // torn chunk was never confirmed nor read. Tracking state is replayed from
 // the last segment that opens with a snapshot.
 //
+// Every repair recovery makes (a cut tail, a re-indexed or cut sealed
+// segment, an empty segment left by a roll) is logged at warn with the file
+// and the bytes dropped (Options.Log).
+//
+// A full disk: an Append whose write fails is cut back and fails alone; a
+// roll that cannot create or write its new segment removes it and changes
+// nothing (the next Append tries again); index records the syncer cannot
+// write are dropped (the index is cut back to whole records and rebuilt at
+// the next start) rather than failing chunks whose data is written. Only a
+// failed fsync stops the log for good: after it nothing is known to be on
+// disk. Writes are reported to Options.Disk for the disk alarm.
+//
 // A Log holds an flock on its directory's "lock" file: a second Open of
 // the same directory fails instead of corrupting it.
 //
 // Concurrency: Log is safe for concurrent use (appends serialize on its
 // mutex; the write syscall happens under it). A Reader and a Batch belong
 // to one goroutine each. DoneFuncs run on the syncer goroutine, never under
-// a lock of this package. Lock order: Log.mu is a leaf.
+// a lock of this package. Lock order: Log.mu, then Options.Disk's locks
+// (store.DiskWatch: its notify lock, then the disk alarm's callback).
 package streamlog

@@ -45,6 +45,9 @@ func lockDataDir(dir, node string) (*os.File, error) {
 		holder, _ := os.ReadFile(path)
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
+			if abs, err := filepath.Abs(dir); err == nil {
+				dir = abs
+			}
 			return nil, inUseError("server: data directory " + dir + " is in use by " + describeHolder(holder))
 		}
 		return nil, fmt.Errorf("server: lock %s: %w", path, err)

@@ -15,8 +15,7 @@ func appendBody(body, payload []byte, size uint64) ([]byte, bool) {
 		return body, false
 	}
 	if int(n) > cap(body) {
-		// size fits an int: it is at most the max message size.
-		nb := make([]byte, len(body), min(max(int(n), 2*cap(body)), int(size)))
+		nb := make([]byte, len(body), min(max(n, 2*uint64(cap(body))), size))
 		copy(nb, body)
 		body = nb
 	}

@@ -13,7 +13,9 @@ func FuzzAppendBody(f *testing.F) {
 	f.Add(uint64(1<<63), []byte{1, 2, 3})
 	f.Add(uint64(300), []byte{100, 200, 0, 50})
 	f.Fuzz(func(t *testing.T, size uint64, frames []byte) {
-		size %= 1 << 16
+		if size&1 == 0 { // small sizes, so that frames reach and pass them
+			size %= 1 << 16
+		}
 		var body, want []byte
 		for i, n := range frames {
 			payload := bytes.Repeat([]byte{byte(i)}, int(n))

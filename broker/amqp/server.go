@@ -91,7 +91,7 @@ func NewServer(cfg Config, b Backend, log *slog.Logger) *Server {
 	if cfg.OutputBufferLimit == 0 {
 		cfg.OutputBufferLimit = 4 << 20
 	}
-	if cfg.MaxMessageSize == 0 {
+	if cfg.MaxMessageSize <= 0 {
 		cfg.MaxMessageSize = 128 << 20
 	}
 	if cfg.Product == "" {

@@ -468,19 +468,39 @@ func (s *Server) listChannels(w http.ResponseWriter, r *http.Request, u caller) 
 		}
 		return chs[i].Number < chs[j].Number
 	})
+	conns := s.connectionsByName()
 	for _, c := range chs {
 		if !u.mayReach(c.User) {
 			continue
 		}
 		out = append(out, map[string]any{
-			"name": fmt.Sprintf("%s (%d)", c.Connection, c.Number), "number": c.Number,
-			"connection_details": map[string]any{"name": c.Connection}, "user": c.User, "vhost": c.Vhost,
+			"name": channelName(c), "number": c.Number,
+			"connection_details": connectionDetails(conns[c.Connection], c.Connection), "user": c.User, "vhost": c.Vhost,
 			"consumer_count": c.Consumers, "messages_unacknowledged": c.Unacked, "messages_unconfirmed": c.UnconfirmedLen,
 			"prefetch_count": c.PrefetchCount, "global_prefetch_count": c.GlobalPrefetch,
 			"confirm": c.Confirm, "transactional": c.Transactional, "node": s.b.NodeName(), "state": "running",
 		})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// channelName is RabbitMQ's name of a channel: its connection's and its number.
+func channelName(c amqp.ChannelInfo) string { return fmt.Sprintf("%s (%d)", c.Connection, c.Number) }
+
+// connectionsByName indexes the open connections by name, for the lists
+// (channels, consumers) that name their connection's peer.
+func (s *Server) connectionsByName() map[string]amqp.ConnectionInfo {
+	out := map[string]amqp.ConnectionInfo{}
+	for _, c := range s.b.Connections() {
+		out[c.Name] = c
+	}
+	return out
+}
+
+// connectionDetails is a channel's connection_details: the connection's
+// name and its peer (zero if it closed meanwhile).
+func connectionDetails(c amqp.ConnectionInfo, name string) map[string]any {
+	return map[string]any{"name": name, "peer_host": c.PeerHost, "peer_port": c.PeerPort}
 }
 
 // overview is GET /api/overview. A monitoring user (or administrator) gets

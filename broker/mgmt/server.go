@@ -89,22 +89,38 @@ func pathVhost(r *http.Request, name string) string { return pv(r, name) }
 // pv returns a path wildcard's value, decoded (see escapeSegments).
 func pv(r *http.Request, name string) string {
 	v := r.PathValue(name)
+	if v == emptySegment {
+		return ""
+	}
 	if u, err := url.PathUnescape(v); err == nil {
 		return u
 	}
 	return v
 }
 
+// emptySegment stands for an empty path segment inside a path, as in
+// RabbitMQ's /api/exchanges/%2F//publish (the default exchange, whose name
+// is ""). Re-escaped segments never read "%00" (escapeSegments writes a
+// client's "%" as "%25"), so it cannot be a name a client sent.
+const emptySegment = "%00"
+
 // escapeSegments keeps escaped slashes inside path segments: RabbitMQ's
 // API names the default vhost "%2F", which would otherwise split the path.
 // Each segment is decoded and re-escaped ("%" and "/" only) into URL.Path, so
-// the mux matches segment by segment and pv decodes the value.
+// the mux matches segment by segment and pv decodes the value. As RabbitMQ
+// does, a trailing slash is ignored (/api/connections/ is /api/connections)
+// and an empty segment inside the path is an empty name, not a path to
+// clean and redirect (a redirect turns a POST into a GET).
 func escapeSegments(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw := r.URL.EscapedPath()
-		if strings.Contains(raw, "%") {
-			segs := strings.Split(raw, "/")
+		if len(raw) > 1 && (strings.Contains(raw, "%") || strings.HasSuffix(raw, "/") || strings.Contains(raw, "//")) {
+			segs := strings.Split(strings.TrimSuffix(raw, "/"), "/")
 			for i, s := range segs {
+				if s == "" && i > 0 {
+					segs[i] = emptySegment
+					continue
+				}
 				if u, err := url.PathUnescape(s); err == nil {
 					s = u
 				}

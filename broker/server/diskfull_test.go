@@ -138,6 +138,19 @@ func (p *diskPublisher) counts() (acked, nacked, unconfirmed int) {
 func drainDiskQueue(t *testing.T, n *brokertest.Node, queue string, p *diskPublisher) {
 	t.Helper()
 	ch := n.Channel(t)
+	acked, nacked, unconfirmed := p.counts()
+	// The queue counts what it holds: the confirmed messages (and perhaps
+	// some unconfirmed when the broker stopped), none it nacked.
+	eventually.Succeeds(t, 10*time.Second, "queue length", func() error {
+		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		if err != nil {
+			return err
+		}
+		if q.Messages < acked || q.Messages > acked+unconfirmed {
+			return fmt.Errorf("queue holds %d messages, want %d confirmed (+ up to %d unconfirmed)", q.Messages, acked, unconfirmed)
+		}
+		return nil
+	})
 	if err := ch.Qos(1000, 0, false); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +174,6 @@ func drainDiskQueue(t *testing.T, n *brokertest.Node, queue string, p *diskPubli
 			_ = d.Ack(false)
 		}
 	}()
-	acked, nacked, unconfirmed := p.counts()
 	eventually.True(t, 60*time.Second, "every confirmed message delivered", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -270,7 +282,7 @@ func TestProbeDiskFull(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := newDiskPublisher(t, n)
-		p.publish("full", 500, 64, func() bool { return false })
+		p.publish("full", 2500, 64, func() bool { return false }) // past the in-memory window: later ones spill to disk
 		// Something else takes every byte left: the broker's writes find
 		// the disk full before its once-a-second sample does.
 		var stopped atomic.Bool
@@ -283,7 +295,7 @@ func TestProbeDiskFull(t *testing.T) {
 		stopped.Store(true)
 		sent := <-done
 		acked, nacked, out := p.counts()
-		t.Logf("blocked: %d sent, %d confirmed, %d nacked, %d unconfirmed", 500+sent, acked, nacked, out)
+		t.Logf("blocked: %d sent, %d confirmed, %d nacked, %d unconfirmed", 2500+sent, acked, nacked, out)
 		p.mu.Lock()
 		firstBlock, firstNack := p.firstBlock, p.firstNack
 		p.mu.Unlock()

@@ -325,7 +325,10 @@ func (c *conn) handshake(cmd proto.Command) error {
 		c.out.send(&proto.Response{For: proto.KeySaslAuthenticate, CorrelationID: m.CorrelationID, Code: codeOK})
 		c.out.send(&proto.Tune{FrameMax: c.srv.cfg.FrameMax, Heartbeat: uint32(c.srv.cfg.Heartbeat / time.Second)})
 	case *proto.Tune:
-		if !m.Response || c.state != stateTune {
+		// The client's tune comes with the response bit (0x8014) from most
+		// clients, without it (0x0014) from rstream and the Node client;
+		// RabbitMQ takes both.
+		if c.state != stateTune {
 			return closeErr(proto.CodeUnknownFrame, "unexpected tune")
 		}
 		fm := negotiate(c.srv.cfg.FrameMax, m.FrameMax)

@@ -21,7 +21,11 @@
 // buffer with one write per batch, flushing when the buffer runs dry. The
 // handshake is peer properties, SASL (PLAIN against broker/meta's users),
 // tune (frame max and heartbeat: the smaller non-zero value), open (vhost
-// and permissions); every other command needs an open connection.
+// and permissions); every other command needs an open connection. Where
+// clients differ from the protocol document, the server reads what
+// RabbitMQ reads: the client's tune with or without the response bit
+// (rstream and the Node client send 0x0014), a consumer update response
+// with an offset value after a type that takes none (rstream).
 // Permissions follow RabbitMQ: configure to create or delete streams and
 // super streams, write to declare a publisher, read to subscribe, store
 // and query offsets and publisher sequences.

@@ -74,6 +74,15 @@ func (r *rawConn) tryRecv() (proto.Command, error) {
 // open runs the handshake as guest on vhost "/".
 func (r *rawConn) open() {
 	r.t.Helper()
+	tune := r.authenticate()
+	r.send(&proto.Tune{Response: true, FrameMax: tune.FrameMax, Heartbeat: 0})
+	r.openVhost()
+}
+
+// authenticate exchanges peer properties, logs in as guest and returns
+// the server's tune.
+func (r *rawConn) authenticate() *proto.Tune {
+	r.t.Helper()
 	r.send(&proto.PeerProperties{CorrelationID: 1, Properties: map[string]string{"product": "raw"}})
 	if pp, ok := r.recv().(*proto.PeerPropertiesResponse); !ok || pp.Code != proto.CodeOK {
 		r.t.Fatalf("peer properties: %#v", pp)
@@ -84,11 +93,20 @@ func (r *rawConn) open() {
 	if resp := r.recv().(*proto.Response); resp.Code != proto.CodeOK {
 		r.t.Fatalf("authenticate: %d", resp.Code)
 	}
-	tune := r.recv().(*proto.Tune)
-	r.send(&proto.Tune{Response: true, FrameMax: tune.FrameMax, Heartbeat: 0})
+	tune, ok := r.recv().(*proto.Tune)
+	if !ok {
+		r.t.Fatalf("no tune from the server")
+	}
+	return tune
+}
+
+// openVhost opens vhost "/" after the tune.
+func (r *rawConn) openVhost() {
+	r.t.Helper()
 	r.send(&proto.Open{CorrelationID: 4, Vhost: "/"})
-	if resp := r.recv().(*proto.OpenResponse); resp.Code != proto.CodeOK {
-		r.t.Fatalf("open: %d", resp.Code)
+	c, err := r.tryRecv()
+	if resp, ok := c.(*proto.OpenResponse); err != nil || !ok || resp.Code != proto.CodeOK {
+		r.t.Fatalf("open: %#v, %v", c, err)
 	}
 }
 

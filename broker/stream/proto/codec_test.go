@@ -79,6 +79,32 @@ func samples() []Command {
 	}
 }
 
+// clientBodies are frame bodies as clients other than the Go one send
+// them, where they differ from what Encode writes.
+func clientBodies() map[string][]byte {
+	return map[string][]byte{
+		// rstream and the Node client: tune without the response bit.
+		"tune 0x0014": {0, 0x14, 0, 1, 0, 0x10, 0, 0, 0, 0, 0, 60},
+		// rstream: an offset value after a type that takes none.
+		"consumer update response, next with a value": {0x80, 0x1a, 0, 1, 0, 0, 0, 7, 0, 1, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0},
+	}
+}
+
+// TestDecodeClientBodies: what other clients send decodes as RabbitMQ
+// reads it.
+func TestDecodeClientBodies(t *testing.T) {
+	want := map[string]Command{
+		"tune 0x0014": &Tune{FrameMax: 1 << 20, Heartbeat: 60},
+		"consumer update response, next with a value": &ConsumerUpdateResponse{CorrelationID: 7, Code: CodeOK, Offset: OffsetSpec{Type: OffsetNext}},
+	}
+	for name, body := range clientBodies() {
+		got, err := Decode(body)
+		if err != nil || !reflect.DeepEqual(got, want[name]) {
+			t.Errorf("%s: got %#v, %v; want %#v", name, got, err, want[name])
+		}
+	}
+}
+
 func TestRoundTrip(t *testing.T) {
 	for _, c := range samples() {
 		frame := Encode(nil, c)

@@ -94,8 +94,9 @@ func (c *SaslAuthenticate) decodeFields(r *reader, _ uint16) {
 	c.CorrelationID, c.Mechanism, c.Data = r.u32(), r.str(), r.blob()
 }
 
-// Tune proposes (server) or accepts (client, as a response) the frame size
-// and heartbeat in seconds.
+// Tune proposes (server) or accepts (client) the frame size and heartbeat
+// in seconds. A client's tune usually carries the response bit, but some
+// clients send it without (Response false), as RabbitMQ allows.
 type Tune struct {
 	Response  bool
 	FrameMax  uint32

@@ -216,4 +216,9 @@ func (c *ConsumerUpdateResponse) appendFields(b []byte) []byte {
 }
 func (c *ConsumerUpdateResponse) decodeFields(r *reader, _ uint16) {
 	c.CorrelationID, c.Code, c.Offset = r.u32(), r.u16(), r.offsetSpec()
+	if !c.Offset.hasValue() {
+		// rstream sends an offset value with every type (0 after next);
+		// RabbitMQ ignores what follows a type that takes none.
+		r.b = nil
+	}
 }

@@ -15,6 +15,9 @@ func FuzzDecode(f *testing.F) {
 	for _, c := range samples() {
 		f.Add(Encode(nil, c)[4:])
 	}
+	for _, body := range clientBodies() {
+		f.Add(body)
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		c, err := Decode(body)
 		var p Publish

@@ -70,6 +70,12 @@ func (q *QueueIndex) recover() (Recovery, error) {
 		for i := 0; i+entrySize <= len(buf); i += entrySize {
 			e := buf[i : i+entrySize]
 			st := e[0]
+			if st > statusDelivered {
+				// The status byte is outside the CRC (acks rewrite it in
+				// place): a value no writer makes is damage.
+				dropped[dropCorrupt]++
+				continue
+			}
 			if st != statusPublished && st != statusDelivered {
 				continue
 			}
@@ -102,7 +108,7 @@ func (q *QueueIndex) recover() (Recovery, error) {
 			}
 		}
 		if dropped[dropCorrupt] > 0 {
-			q.log().Warn("queue index: dropped entries that failed their CRC (torn or corrupt); the other entries are kept",
+			q.log().Warn("queue index: dropped torn or corrupt entries (CRC mismatch, impossible status); the other entries are kept",
 				"file", q.segPath(n, "qi"), "entries", dropped[dropCorrupt], "kept", s.live)
 		}
 		if dropped[dropMissing] > 0 {

@@ -56,7 +56,17 @@ func TestRecoveryRepairsAreLoggedAndMinimal(t *testing.T) {
 				return q.segPath(0, "qi")
 			},
 			lost:  []uint64{150},
-			warns: []string{"queue index: dropped entries that failed their CRC"},
+			warns: []string{"queue index: dropped torn or corrupt entries"},
+		},
+		{
+			name: "flipped status byte in a queue segment",
+			size: 100,
+			damage: func(t *testing.T, dir string, q *QueueIndex) string {
+				flip(t, q.segPath(0, "qi"), 150*entrySize) // 1 -> 0x41
+				return q.segPath(0, "qi")
+			},
+			lost:  []uint64{150},
+			warns: []string{"queue index: dropped torn or corrupt entries"},
 		},
 		{
 			name: "cut queue segment",

@@ -20,7 +20,9 @@ func (s *Server) getDefinitions(w http.ResponseWriter, r *http.Request, u caller
 
 // postDefinitions imports a RabbitMQ definitions document: access objects
 // into the metadata store, then queues, exchanges and bindings through the
-// running vhosts.
+// running vhosts. The whole document is checked first (checkDefinitions):
+// a document with an item that would be refused changes nothing, and the
+// answer (400) names the item.
 func (s *Server) postDefinitions(w http.ResponseWriter, r *http.Request, u caller) {
 	var d meta.Definitions
 	if err := decodeBody(r, &d); err != nil {
@@ -45,6 +47,19 @@ func (s *Server) postDefinitions(w http.ResponseWriter, r *http.Request, u calle
 	for i := range d.Policies {
 		d.Policies[i].Definition, _ = normalizeNumbers(d.Policies[i].Definition).(map[string]any)
 	}
+	for i := range d.Exchanges {
+		d.Exchanges[i].Arguments, _ = normalizeNumbers(d.Exchanges[i].Arguments).(map[string]any)
+	}
+	for i := range d.Queues {
+		d.Queues[i].Arguments, _ = normalizeNumbers(d.Queues[i].Arguments).(map[string]any)
+	}
+	for i := range d.Bindings {
+		d.Bindings[i].Arguments, _ = normalizeNumbers(d.Bindings[i].Arguments).(map[string]any)
+	}
+	if err := s.checkDefinitions(d); err != nil {
+		writeErr(w, err)
+		return
+	}
 	ctx := r.Context()
 	if err := meta.ImportAccess(ctx, s.b.Meta(), d); err != nil {
 		writeErr(w, err)
@@ -62,8 +77,7 @@ func (s *Server) postDefinitions(w http.ResponseWriter, r *http.Request, u calle
 		if !ok {
 			return
 		}
-		args, _ := normalizeNumbers(x.Arguments).(map[string]any)
-		if err := v.DeclareExchange(ctx, vhost.ExchangeDecl{Name: x.Name, Type: x.Type, Durable: x.Durable, AutoDelete: x.AutoDelete, Internal: x.Internal, Args: args}); err != nil {
+		if err := v.DeclareExchange(ctx, vhost.ExchangeDecl{Name: x.Name, Type: x.Type, Durable: x.Durable, AutoDelete: x.AutoDelete, Internal: x.Internal, Args: x.Arguments}); err != nil {
 			writeErr(w, err)
 			return
 		}
@@ -73,14 +87,7 @@ func (s *Server) postDefinitions(w http.ResponseWriter, r *http.Request, u calle
 		if !ok {
 			return
 		}
-		args, _ := normalizeNumbers(q.Arguments).(map[string]any)
-		if q.Type != "" && args["x-queue-type"] == nil {
-			if args == nil {
-				args = map[string]any{}
-			}
-			args["x-queue-type"] = q.Type
-		}
-		if _, _, err := v.DeclareQueue(ctx, vhost.QueueDecl{Name: q.Name, Durable: q.Durable, AutoDelete: q.AutoDelete, Args: args}); err != nil {
+		if _, _, err := v.DeclareQueue(ctx, vhost.QueueDecl{Name: q.Name, Durable: q.Durable, AutoDelete: q.AutoDelete, Args: queueArgs(q)}); err != nil {
 			writeErr(w, err)
 			return
 		}
@@ -90,8 +97,7 @@ func (s *Server) postDefinitions(w http.ResponseWriter, r *http.Request, u calle
 		if !ok {
 			return
 		}
-		args, _ := normalizeNumbers(b.Arguments).(map[string]any)
-		rb := routing.Binding{Source: b.Source, Destination: b.Destination, ToExchange: b.DestinationType == "exchange", Key: b.RoutingKey, Args: args}
+		rb := routing.Binding{Source: b.Source, Destination: b.Destination, ToExchange: b.DestinationType == "exchange", Key: b.RoutingKey, Args: b.Arguments}
 		if err := v.Bind(ctx, rb); err != nil {
 			writeErr(w, err)
 			return

@@ -19,6 +19,11 @@
 // Vhost names are URL path segments, so "/" is written %2F. Errors are
 // {"error": ..., "reason": ...}.
 //
+// A definitions import (POST /api/definitions) is all or nothing: the
+// whole document is checked against the broker and itself first, and a
+// document with an item that would be refused changes nothing; the 400
+// names the item (section, index, name).
+//
 // Serve runs an HTTP listener within ListenerLimits: read-header, read,
 // write and idle timeouts and a cap on open connections (one more is
 // answered 503 and closed), so HTTP clients cannot hold the descriptors the

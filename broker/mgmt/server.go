@@ -37,7 +37,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	if v != nil {
-		_ = json.NewEncoder(w).Encode(v)
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false) // a reason reads 'a' -> 'b', as RabbitMQ writes it
+		_ = enc.Encode(v)
 	}
 }
 

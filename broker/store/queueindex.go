@@ -322,20 +322,24 @@ type segUndo struct {
 // appendSegments places entries and writes them through; on error it
 // undoes the batch (see undoAppend).
 func (q *QueueIndex) appendSegments(entries []Entry) error {
-	// Start with nothing buffered, so what is buffered below is the batch.
-	if err := q.Flush(); err != nil {
-		return err
-	}
 	live, bytes, next := q.live, q.bytes, q.next
 	var touched []segUndo
 	var reserve int64
 	err := func() error {
 		for _, en := range entries {
 			e, body := q.buildEntry(en)
-			if err := q.placeEntry(e, body, func(s *segment) {
-				if len(touched) == 0 || touched[len(touched)-1].s != s {
-					touched = append(touched, segUndo{s: s, bodyN: s.bodyN, live: s.live})
+			if err := q.placeEntry(e, body, func(s *segment) error {
+				if len(touched) > 0 && touched[len(touched)-1].s == s {
+					return nil
 				}
+				// Start the segment with nothing buffered (only a
+				// failed flush leaves anything), so what is buffered
+				// from here is the batch's.
+				if err := q.flushSegment(s); err != nil {
+					return err
+				}
+				touched = append(touched, segUndo{s: s, bodyN: s.bodyN, live: s.live})
+				return nil
 			}); err != nil {
 				return err
 			}
@@ -390,8 +394,8 @@ func (q *QueueIndex) undoAppend(entries []Entry, touched []segUndo) {
 // placeEntry puts a built entry (status included) into its segment: the
 // body is appended to the segment's body file, the entry's offset and CRC
 // set, and the entry buffered for its fixed position. touch (may be nil)
-// is told the segment before it changes.
-func (q *QueueIndex) placeEntry(e [entrySize]byte, body []byte, touch func(*segment)) error {
+// is told the segment before it changes; its error stops the placement.
+func (q *QueueIndex) placeEntry(e [entrySize]byte, body []byte, touch func(*segment) error) error {
 	E := q.opts.segmentEntries()
 	seq := binary.BigEndian.Uint64(e[8:])
 	s, err := q.openSegment(seq / E)
@@ -399,7 +403,9 @@ func (q *QueueIndex) placeEntry(e [entrySize]byte, body []byte, touch func(*segm
 		return err
 	}
 	if touch != nil {
-		touch(s)
+		if err := touch(s); err != nil {
+			return err
+		}
 	}
 	if e[1]&flagExternal == 0 {
 		binary.BigEndian.PutUint32(e[24:], uint32(s.bodyN+int64(len(s.bodyBuf))))

@@ -215,14 +215,16 @@ func (s *MessageStore) writeBatchLocked(entries []Entry, embedBelow int) error {
 			undo = append(undo, msgUndo{id: id})
 			continue
 		}
-		var hdr [msgHeader]byte
-		binary.BigEndian.PutUint32(hdr[0:], uint32(len(data)))
-		binary.BigEndian.PutUint64(hdr[8:], uint64(id))
-		binary.BigEndian.PutUint32(hdr[4:], crc32.Update(crc32.Checksum(hdr[8:16], crcTable), crcTable, data))
 		size := uint32(msgHeader + len(data))
 		s.index[id] = &msgLoc{file: cur.num, off: cur.size + int64(len(buf)), size: size, refs: 1}
 		undo = append(undo, msgUndo{id: id, added: true})
-		buf = append(append(buf, hdr[:]...), data...)
+		at := len(buf)
+		buf = append(buf, make([]byte, msgHeader)...) // the header, in place
+		hdr := buf[at : at+msgHeader]
+		binary.BigEndian.PutUint32(hdr[0:], uint32(len(data)))
+		binary.BigEndian.PutUint64(hdr[8:], uint64(id))
+		binary.BigEndian.PutUint32(hdr[4:], crc32.Update(crc32.Checksum(hdr[8:16], crcTable), crcTable, data))
+		buf = append(buf, data...)
 	}
 	s.undo = undo
 	if cap(buf) <= 4<<20 {

@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -27,10 +28,10 @@ type channel struct {
 
 	// Consumers and unacked deliveries.
 	consumers      map[string]*consumer // reader only
+	reply          *replyConsumer       // amq.rabbitmq.reply-to consumer, reader only
 	prefetchCount  int32                // basic.qos global=false: for consumers created later
 	globalPrefetch atomic.Int32         // basic.qos global=true: shared by the channel
 	unackedCount   int32                // consumers' deliveries not settled, counted against globalPrefetch; guarded by mu
-	flowActive     atomic.Bool
 
 	mu      sync.Mutex // guards nextTag, unacked, unackedCount, the consumers' unacked and the scratch methods
 	nextTag uint64
@@ -44,7 +45,6 @@ type channel struct {
 func newChannel(c *conn, id uint16) *channel {
 	ch := &channel{c: c, id: id, consumers: map[string]*consumer{}}
 	ch.confirms.ch = ch
-	ch.flowActive.Store(true)
 	return ch
 }
 
@@ -73,6 +73,7 @@ func (ch *channel) shutdown() {
 		cons.q.Cancel(cons)
 		delete(ch.consumers, tag)
 	}
+	ch.replyCancel()
 	ch.requeueAll()
 	ch.tx = txState{}
 	ch.pub = publishing{}
@@ -156,11 +157,13 @@ func (ch *channel) handleMethod(ctx context.Context, m wire.Method) error {
 	case *wire.ChannelOpen:
 		return newError(wire.ChannelError, "second 'channel.open' seen")
 	case *wire.ChannelFlow:
-		ch.flowActive.Store(m.Active)
-		if m.Active {
-			ch.wakeConsumers()
+		// As RabbitMQ: a client may not stop the server's deliveries with
+		// channel.flow (prefetch does that); active=false is a connection
+		// error, active=true a no-op.
+		if !m.Active {
+			return newError(wire.NotImplemented, "active=false")
 		}
-		ch.c.sendMethod(ch.id, &wire.ChannelFlowOk{Active: m.Active})
+		ch.c.sendMethod(ch.id, &wire.ChannelFlowOk{Active: true})
 		return nil
 	case *wire.ExchangeDeclare:
 		return ch.exchangeDeclare(ctx, m)
@@ -301,6 +304,9 @@ func (ch *channel) exchangeBind(ctx context.Context, dst, src, key string, args 
 }
 
 func (ch *channel) queueDeclare(ctx context.Context, m *wire.QueueDeclare) error {
+	if strings.HasPrefix(m.Queue, replyToQueue) {
+		return ch.replyDeclare(m)
+	}
 	if !m.Passive && m.Queue != "" {
 		if err := ch.access(meta.Configure, "queue", m.Queue); err != nil {
 			return err
@@ -360,6 +366,9 @@ func (ch *channel) authorizeNewQueue(name string, serverNamed bool, args queue.A
 }
 
 func (ch *channel) queueBind(ctx context.Context, qname, exchange, key string, args wire.Table, noWait, bind bool) error {
+	if strings.HasPrefix(qname, replyNamePrefix) {
+		return newError(wire.AccessRefused, "cannot bind or unbind to a volatile (direct reply-to) queue")
+	}
 	if err := ch.access(meta.Write, "queue", qname); err != nil {
 		return err
 	}

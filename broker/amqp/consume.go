@@ -70,7 +70,7 @@ func (c *consumer) NoAck() bool { return c.noAck }
 // Deliver implements queue.Consumer: it takes credit, assigns the delivery
 // tag and writes the frames into the connection's output buffer.
 func (c *consumer) Deliver(d queue.Delivery) bool {
-	if c.gone.Load() || !c.ch.flowActive.Load() || !c.ready.Load() {
+	if c.gone.Load() || !c.ready.Load() {
 		return false
 	}
 	return c.ch.deliver(c.tag, c, &d)
@@ -78,7 +78,7 @@ func (c *consumer) Deliver(d queue.Delivery) bool {
 
 // DeliverEach implements queue.BatchConsumer.
 func (c *consumer) DeliverEach(next func() *queue.Delivery) bool {
-	if c.gone.Load() || !c.ch.flowActive.Load() || !c.ready.Load() {
+	if c.gone.Load() || !c.ready.Load() {
 		return true
 	}
 	return c.ch.deliverEach(c, next)
@@ -350,6 +350,9 @@ func newConsumerTag() string {
 }
 
 func (ch *channel) basicConsume(ctx context.Context, m *wire.BasicConsume) error {
+	if m.Queue == replyToQueue {
+		return ch.replyConsume(m)
+	}
 	if err := ch.access(meta.Read, "queue", m.Queue); err != nil {
 		return err
 	}
@@ -361,7 +364,7 @@ func (ch *channel) basicConsume(ctx context.Context, m *wire.BasicConsume) error
 	if tag == "" {
 		tag = newConsumerTag()
 	}
-	if _, dup := ch.consumers[tag]; dup {
+	if ch.hasConsumerTag(tag) {
 		return newError(wire.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
 	}
 	cons := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck, prefetch: ch.prefetchCount}
@@ -389,7 +392,9 @@ func (ch *channel) basicConsume(ctx context.Context, m *wire.BasicConsume) error
 }
 
 func (ch *channel) basicCancel(m *wire.BasicCancel) error {
-	if cons, ok := ch.consumers[m.ConsumerTag]; ok {
+	if ch.reply != nil && ch.reply.cons.tag == m.ConsumerTag {
+		ch.replyCancel()
+	} else if cons, ok := ch.consumers[m.ConsumerTag]; ok {
 		delete(ch.consumers, m.ConsumerTag)
 		cons.gone.Store(true)
 		cons.q.Cancel(cons)

@@ -26,8 +26,10 @@
 // is closed. The writer never waits on the reader, so a client blocked
 // writing to us can always read.
 //
-// Lock order: channel.mu (delivery tags and unacked messages), then
-// channel.confirmMu (publisher confirms), then conn.outMu (output buffer).
+// Lock order: replyConsumer.mu (direct reply-to), then channel.mu
+// (delivery tags and unacked messages), then channel.confirmMu (publisher
+// confirms), then conn.outMu (output buffer). Server.replies.mu is taken
+// alone.
 // The reader never waits on a queue, except Throttle when a queue's inbox is
 // over its high-water mark (flow control), and tx.commit, which waits for the
 // transaction's messages to be confirmed.
@@ -38,6 +40,20 @@
 // on it and write on that exchange, a server-named queue's generated name
 // needs configure, and a publish's user_id property must name the
 // connection's user (unless it is tagged impersonator), else 406.
+//
+// Direct reply-to is RabbitMQ's (directreply.go): a channel's no-ack
+// consumer on the pseudo-queue amq.rabbitmq.reply-to, requests' reply_to
+// rewritten to the channel's unguessable reply name, replies published to
+// that name on the default exchange written straight to the consumer (not
+// stored, beyond prefetch; dropped if its connection holds more than
+// OutputBufferLimit, unroutable once the channel is gone). Ordinary
+// publishes pay a look at their property flags (no reply_to) and one
+// compare (not the default exchange, or not the prefix) for it.
+//
+// What RabbitMQ does not implement is refused as RabbitMQ refuses it: a
+// client's channel.flow active=false and basic.publish immediate=true close
+// the connection with 540 NOT_IMPLEMENTED (channel.flow active=true is
+// answered flow-ok and changes nothing; prefetch is what holds deliveries).
 //
 // Protocol errors are *Error values: channel errors close one channel, the
 // others the connection, each with RabbitMQ's reply code and text. A malformed

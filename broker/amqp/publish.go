@@ -60,6 +60,11 @@ type publishing struct {
 }
 
 func (ch *channel) basicPublish(m *wire.BasicPublish) error {
+	if m.Immediate {
+		// RabbitMQ never implemented immediate (3.0 dropped it): a
+		// connection error, before any other check.
+		return newError(wire.NotImplemented, "immediate=true")
+	}
 	if err := ch.access(meta.Write, "exchange", m.Exchange); err != nil {
 		return err
 	}
@@ -137,14 +142,18 @@ func (ch *channel) finishPublish(ctx context.Context) error {
 	if err := ch.c.srv.waitUnblocked(ctx, ch.c.done); err != nil {
 		return err
 	}
-	msg, err := NewMessage(ch.c.srv.backend.NewMessageID(), p.exchange, p.key, p.props, p.body)
+	props, err := ch.rewriteReplyTo(p.props)
+	if err != nil {
+		return err
+	}
+	msg, err := NewMessage(ch.c.srv.backend.NewMessageID(), p.exchange, p.key, props, p.body)
 	switch {
 	case errors.Is(err, ErrMalformedProperties):
 		return newError(wire.FrameError, "%v", err)
 	case err != nil:
 		return newError(wire.PreconditionFailed, "%v", err)
 	}
-	if err := ch.c.checkUserID(p.props); err != nil {
+	if err := ch.c.checkUserID(props); err != nil {
 		return err
 	}
 	var headers map[string]any
@@ -179,6 +188,9 @@ func (c *conn) checkUserID(props []byte) error {
 // route delivers msg to its queues. In confirm mode the message gets the
 // next confirm tag; tracker, when set, receives the confirms instead (tx).
 func (ch *channel) route(ctx context.Context, msg *message.Message, mandatory bool, headers map[string]any, tracker queue.Confirmer) error {
+	if isReplyName(msg.Exchange, msg.RoutingKey) {
+		return ch.routeReply(msg, mandatory)
+	}
 	var buf [4]queue.Queue
 	qs, err := ch.c.vh.Route(msg.Exchange, msg.RoutingKey, headers, buf[:0])
 	if err != nil {
@@ -469,6 +481,12 @@ func (ch *channel) txCommit(ctx context.Context) error {
 	var buf [4]queue.Queue
 	w.mu.Lock()
 	for _, p := range tx.publishes {
+		if isReplyName(p.msg.Exchange, p.msg.RoutingKey) {
+			if !ch.sendReply(p.msg) && p.mandatory {
+				ch.sendReturn(p.msg, wire.NoRoute, "NO_ROUTE")
+			}
+			continue
+		}
 		qs, err := ch.c.vh.Route(p.msg.Exchange, p.msg.RoutingKey, p.headers, buf[:0])
 		if err != nil {
 			w.mu.Unlock()

@@ -66,6 +66,8 @@ type Server struct {
 
 	Counters Counters
 
+	replies replyRegistry // direct reply-to consumers by reply name
+
 	nextID  atomic.Uint64
 	mu      sync.Mutex
 	conns   map[uint64]*conn

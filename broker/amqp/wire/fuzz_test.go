@@ -109,6 +109,19 @@ func FuzzDecodeProperties(f *testing.F) {
 			!bytes.Equal(AppendTable(nil, h), AppendTable(nil, p.Headers)) {
 			t.Fatalf("PropertiesHeaders disagrees with DecodeProperties: %v %v", ok, err)
 		}
+		if rt, ok, err := PropertiesReplyTo(raw); err != nil || ok != (p.Flags&FlagReplyTo != 0) || string(rt) != p.ReplyTo {
+			t.Fatalf("PropertiesReplyTo disagrees with DecodeProperties: %q %v %v", rt, ok, err)
+		}
+		if rewritten, err := ReplaceReplyTo(raw, "amq.rabbitmq.reply-to.x.y"); (err == nil) != (p.Flags&FlagReplyTo != 0) {
+			t.Fatalf("ReplaceReplyTo: %v with flags %#04x", err, p.Flags)
+		} else if err == nil {
+			want := p
+			want.ReplyTo = "amq.rabbitmq.reply-to.x.y"
+			got, err := DecodeProperties(rewritten)
+			if err != nil || !bytes.Equal(got.Append(nil), want.Append(nil)) {
+				t.Fatalf("ReplaceReplyTo changed more than reply-to: %v\n%+v\n%+v", err, got, want)
+			}
+		}
 		b1 := p.Append(nil)
 		p2, err := DecodeProperties(b1)
 		if err != nil {

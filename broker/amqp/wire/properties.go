@@ -198,6 +198,52 @@ func shortstrProperty(raw []byte, flag uint16) (string, bool, error) {
 	return s, true, nil
 }
 
+// PropertiesReplyTo returns the reply-to property of a raw property list,
+// aliasing raw, and whether it is present. Absent, it costs a look at the
+// flags.
+func PropertiesReplyTo(raw []byte) ([]byte, bool, error) {
+	off, err := replyToOffset(raw)
+	if err != nil || off < 0 {
+		return nil, false, err
+	}
+	return raw[off+1 : off+1+int(raw[off])], true, nil
+}
+
+// replyToOffset returns the offset of the reply-to property's length
+// octet, its value checked to lie within raw, or -1 if it is absent.
+func replyToOffset(raw []byte) (int, error) {
+	off, err := propertyOffset(raw, FlagReplyTo)
+	if err != nil || off < 0 {
+		return off, err
+	}
+	if off >= len(raw) || 1+int(raw[off]) > len(raw)-off {
+		return 0, fmt.Errorf("%w: truncated property %#04x", ErrMalformed, FlagReplyTo)
+	}
+	return off, nil
+}
+
+// ReplaceReplyTo returns a copy of the raw property list raw, which has a
+// reply-to property, with that property's value replaced by v (at most
+// 255 bytes); the other properties are copied unchanged.
+func ReplaceReplyTo(raw []byte, v string) ([]byte, error) {
+	if len(v) > 255 {
+		return nil, fmt.Errorf("reply-to of %d bytes is longer than a short string", len(v))
+	}
+	off, err := replyToOffset(raw)
+	if err != nil {
+		return nil, err
+	}
+	if off < 0 {
+		return nil, fmt.Errorf("%w: no reply-to property to replace", ErrMalformed)
+	}
+	end := off + 1 + int(raw[off])
+	b := make([]byte, 0, len(raw)-(end-off)+1+len(v))
+	b = append(b, raw[:off]...)
+	b = append(b, byte(len(v)))
+	b = append(b, v...)
+	return append(b, raw[end:]...), nil
+}
+
 // PropertiesHeaders decodes only the headers table of a raw property list
 // (for headers-exchange routing) and reports whether it is present.
 func PropertiesHeaders(raw []byte) (Table, bool, error) {

@@ -10,7 +10,7 @@ DATA_DIR ?= ./data
 FUZZTIME ?= 150000x
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build run test test-go test-fuzz test-security test-java-stream e2e lint generate bench bench-streams clean images manifests chart-crds docs-crd controller-gen controller-gen-path helm helm-path envtest
+.PHONY: all build run test test-go test-fuzz test-interop test-security test-java-stream e2e lint generate bench bench-streams clean images manifests chart-crds docs-crd controller-gen controller-gen-path helm helm-path envtest
 
 all: build
 
@@ -22,8 +22,8 @@ build:
 run:
 	$(GO) run ./cmd/warren serve --data-dir $(DATA_DIR)
 
-## test: every test: vet, unit and integration tests over real sockets, brief fuzzing
-test: lint-vet test-go test-fuzz
+## test: every test: vet, unit and integration tests over real sockets, brief fuzzing, the interoperability suite
+test: lint-vet test-go test-fuzz test-interop
 
 # The broker and its tools also build on macOS (and the BSDs): vet them for darwin too.
 lint-vet:
@@ -42,6 +42,11 @@ test-fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
 	done
+
+## test-interop: the clients RabbitMQ users already have, each against a fresh broker (hack/interop/run.sh;
+## installs each pinned client once, cached in ~/.cache/warren/interop; INTEROP=rstream runs one)
+test-interop:
+	./hack/interop/run.sh $(INTEROP)
 
 ## test-security: the security probe suite alone (part of make test too): malformed frames, clients
 ## that never read, the HTTP API's authorization walk, client-chosen path names, a full disk

@@ -27,7 +27,7 @@ type channel struct {
 	confirms    confirmTracker
 
 	// Consumers and unacked deliveries.
-	consumers      map[string]*consumer // reader only
+	consumers      map[string]*consumer // the reader writes it under mu (setConsumer) and reads it without
 	reply          *replyConsumer       // amq.rabbitmq.reply-to consumer, reader only
 	prefetchCount  int32                // basic.qos global=false: for consumers created later
 	globalPrefetch atomic.Int32         // basic.qos global=true: shared by the channel
@@ -51,13 +51,39 @@ func newChannel(c *conn, id uint16) *channel {
 func (ch *channel) info() ChannelInfo {
 	ch.mu.Lock()
 	unacked := ch.unacked.len()
+	consumers := len(ch.consumers)
 	ch.mu.Unlock()
 	ci := ChannelInfo{Connection: ch.c.name, Number: ch.id, User: ch.c.user, Unacked: unacked, PrefetchCount: int(ch.prefetchCount), GlobalPrefetch: int(ch.globalPrefetch.Load()), Confirm: ch.confirmMode, Transactional: ch.txMode, UnconfirmedLen: ch.confirms.pending()}
 	if ch.c.vh != nil {
 		ci.Vhost = ch.c.vh.Name()
 	}
-	ci.Consumers = len(ch.consumers)
+	ci.Consumers = consumers
 	return ci
+}
+
+// setConsumer adds (c non-nil) or removes a consumer; the reader calls
+// it, under mu so that the HTTP API's lists read the map safely.
+func (ch *channel) setConsumer(tag string, c *consumer) {
+	ch.mu.Lock()
+	if c == nil {
+		delete(ch.consumers, tag)
+	} else {
+		ch.consumers[tag] = c
+	}
+	ch.mu.Unlock()
+}
+
+// consumerInfos describes the channel's consumers for the HTTP API.
+func (ch *channel) consumerInfos() []ConsumerInfo {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	out := make([]ConsumerInfo, 0, len(ch.consumers))
+	for _, c := range ch.consumers {
+		info := c.q.Info()
+		out = append(out, ConsumerInfo{Tag: c.tag, Queue: info.Name, Vhost: info.Vhost, Connection: ch.c.name, Channel: ch.id, User: ch.c.user,
+			AckRequired: !c.noAck, Exclusive: c.exclusive, Prefetch: int(c.prefetch), Args: c.args})
+	}
+	return out
 }
 
 // soft closes the channel with a soft (channel) error.
@@ -71,7 +97,7 @@ func (ch *channel) closeWith(e *Error) {
 func (ch *channel) shutdown() {
 	for tag, cons := range ch.consumers {
 		cons.q.Cancel(cons)
-		delete(ch.consumers, tag)
+		ch.setConsumer(tag, nil)
 	}
 	ch.replyCancel()
 	ch.requeueAll()

@@ -19,11 +19,14 @@ type consumer struct {
 	tag      string
 	q        queue.Queue
 	noAck    bool
-	prefetch int32       // per-consumer limit, 0 = none
-	unacked  int32       // deliveries not settled yet; guarded by ch.mu
-	starved  atomic.Bool // Deliver returned false; wake the queue when credit frees
-	gone     atomic.Bool
-	ready    atomic.Bool // consume-ok was sent: deliveries may follow it
+	prefetch int32 // per-consumer limit, 0 = none
+	// exclusive and args are basic.consume's, for the HTTP API's list.
+	exclusive bool
+	args      map[string]any
+	unacked   int32       // deliveries not settled yet; guarded by ch.mu
+	starved   atomic.Bool // Deliver returned false; wake the queue when credit frees
+	gone      atomic.Bool
+	ready     atomic.Bool // consume-ok was sent: deliveries may follow it
 
 	// A starved consumer is woken once a batch of its prefetch is back
 	// (refillBatch), or refillDelay after the first credit came back,
@@ -367,7 +370,7 @@ func (ch *channel) basicConsume(ctx context.Context, m *wire.BasicConsume) error
 	if ch.hasConsumerTag(tag) {
 		return newError(wire.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
 	}
-	cons := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck, prefetch: ch.prefetchCount}
+	cons := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck, prefetch: ch.prefetchCount, exclusive: m.Exclusive, args: m.Arguments}
 	cons.wakeFn = cons.wake
 	cons.refillTimer = time.AfterFunc(time.Hour, cons.refillExpired)
 	cons.refillTimer.Stop()
@@ -380,7 +383,7 @@ func (ch *channel) basicConsume(ctx context.Context, m *wire.BasicConsume) error
 	if err := q.Consume(ctx, cons, opts); err != nil {
 		return fromErr(err)
 	}
-	ch.consumers[tag] = cons
+	ch.setConsumer(tag, cons)
 	// consume-ok must precede the first delivery: the consumer takes nothing
 	// until it is ready.
 	if !m.NoWait {
@@ -395,7 +398,7 @@ func (ch *channel) basicCancel(m *wire.BasicCancel) error {
 	if ch.reply != nil && ch.reply.cons.tag == m.ConsumerTag {
 		ch.replyCancel()
 	} else if cons, ok := ch.consumers[m.ConsumerTag]; ok {
-		delete(ch.consumers, m.ConsumerTag)
+		ch.setConsumer(m.ConsumerTag, nil)
 		cons.gone.Store(true)
 		cons.q.Cancel(cons)
 	}

@@ -215,6 +215,37 @@ type ChannelInfo struct {
 	UnconfirmedLen int
 }
 
+// ConsumerInfo describes one consumer for the HTTP API.
+type ConsumerInfo struct {
+	Tag, Queue, Vhost string
+	Connection        string // its connection's name
+	Channel           uint16
+	User              string
+	AckRequired       bool
+	Exclusive         bool
+	Prefetch          int
+	Args              map[string]any
+}
+
+// Consumers lists the consumers of every channel.
+func (s *Server) Consumers() []ConsumerInfo {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for _, c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	var out []ConsumerInfo
+	for _, c := range conns {
+		c.chMu.Lock()
+		for _, ch := range c.channels {
+			out = append(out, ch.consumerInfos()...)
+		}
+		c.chMu.Unlock()
+	}
+	return out
+}
+
 // Connections lists open connections, sorted by name.
 func (s *Server) Connections() []ConnectionInfo {
 	s.mu.Lock()

@@ -131,7 +131,11 @@ func userJSON(u meta.User) map[string]any {
 }
 
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request, u caller) {
-	writeJSON(w, http.StatusOK, map[string]any{"name": u.Name, "tags": u.Tags})
+	tags := u.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": u.Name, "tags": tags})
 }
 
 func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, u caller) {

@@ -21,6 +21,8 @@ type Broker interface {
 	VhostList() []*vhost.Vhost
 	Connections() []amqp.ConnectionInfo
 	Channels() []amqp.ChannelInfo
+	// Consumers lists the AMQP consumers of every channel.
+	Consumers() []amqp.ConsumerInfo
 	// CloseConnection closes a client connection by name (amqp.ErrNoConnection if unknown).
 	CloseConnection(name, reason string) error
 	// Alarms lists active resource alarms ("memory", "disk").

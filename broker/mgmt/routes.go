@@ -77,16 +77,28 @@ func Routes() []Route {
 		{Pattern: "GET /api/whoami", Tag: mgmt, Vhost: none, fn: (*Server).whoami},
 		{Pattern: "GET /api/nodes", Tag: monitor, Vhost: none, fn: (*Server).listNodes},
 		{Pattern: "GET /api/nodes/{name}", Tag: monitor, Vhost: none, fn: (*Server).getNode},
+		{Pattern: "GET /api/nodes/{name}/memory", Tag: monitor, Vhost: none, fn: (*Server).nodeMemory},
+		{Pattern: "GET /api/cluster-name", Tag: mgmt, Vhost: none, fn: (*Server).getClusterName},
+		{Pattern: "GET /api/extensions", Tag: mgmt, Vhost: none, fn: (*Server).extensions},
+		{Pattern: "GET /api/feature-flags", Tag: mgmt, Vhost: none, fn: (*Server).featureFlags},
+		{Pattern: "GET /api/deprecated-features", Tag: mgmt, Vhost: none, fn: (*Server).listNone},
+		{Pattern: "GET /api/deprecated-features/used", Tag: mgmt, Vhost: none, fn: (*Server).listNone},
 
 		{Pattern: "GET /api/vhosts", Tag: mgmt, Vhost: none, fn: (*Server).listVhosts},
 		{Pattern: "GET /api/vhosts/{vhost}", Tag: admin, Vhost: path, fn: (*Server).getVhost},
 		{Pattern: "PUT /api/vhosts/{vhost}", Tag: admin, Vhost: path, fn: (*Server).putVhost},
 		{Pattern: "DELETE /api/vhosts/{vhost}", Tag: admin, Vhost: path, fn: (*Server).deleteVhost},
+		{Pattern: "GET /api/vhosts/{vhost}/permissions", Tag: admin, Vhost: path, fn: (*Server).listVhostPermissions},
+		{Pattern: "GET /api/vhosts/{vhost}/connections", Tag: mgmt, Vhost: path, Others: monitor, fn: (*Server).listVhostConnections},
+		{Pattern: "GET /api/vhost-limits", Tag: mgmt, Vhost: none, fn: (*Server).listNone},
+		{Pattern: "GET /api/vhost-limits/{vhost}", Tag: mgmt, Vhost: path, fn: (*Server).listNone},
 
 		{Pattern: "GET /api/users", Tag: admin, Vhost: none, fn: (*Server).listUsers},
 		{Pattern: "GET /api/users/{user}", Tag: admin, Vhost: none, fn: (*Server).getUser},
 		{Pattern: "PUT /api/users/{user}", Tag: admin, Vhost: none, fn: (*Server).putUser},
 		{Pattern: "DELETE /api/users/{user}", Tag: admin, Vhost: none, fn: (*Server).deleteUser},
+		{Pattern: "GET /api/user-limits", Tag: admin, Vhost: none, fn: (*Server).listNone},
+		{Pattern: "GET /api/user-limits/{user}", Tag: mgmt, Vhost: none, Others: monitor, fn: (*Server).listUserLimits},
 
 		{Pattern: "GET /api/permissions", Tag: admin, Vhost: none, fn: (*Server).listPermissions},
 		{Pattern: "GET /api/permissions/{vhost}/{user}", Tag: admin, Vhost: path, fn: (*Server).getPermission},
@@ -99,6 +111,11 @@ func Routes() []Route {
 		{Pattern: "PUT /api/policies/{vhost}/{name}", Tag: policy, Vhost: path, fn: (*Server).putPolicy},
 		{Pattern: "DELETE /api/policies/{vhost}/{name}", Tag: policy, Vhost: path, fn: (*Server).deletePolicy},
 
+		{Pattern: "GET /api/parameters", Tag: policy, Vhost: none, fn: (*Server).listNone},
+		{Pattern: "GET /api/parameters/{component}", Tag: policy, Vhost: none, fn: (*Server).listNone},
+		{Pattern: "GET /api/parameters/{component}/{vhost}", Tag: policy, Vhost: path, fn: (*Server).listNone},
+		{Pattern: "GET /api/global-parameters", Tag: policy, Vhost: none, fn: (*Server).globalParameters},
+
 		{Pattern: "GET /api/queues", Tag: mgmt, Vhost: none, fn: (*Server).listQueues},
 		{Pattern: "GET /api/queues/{vhost}", Tag: mgmt, Vhost: path, fn: (*Server).listQueues},
 		{Pattern: "GET /api/queues/{vhost}/{name}", Tag: mgmt, Vhost: path, fn: (*Server).getQueue},
@@ -106,6 +123,7 @@ func Routes() []Route {
 		{Pattern: "DELETE /api/queues/{vhost}/{name}", Tag: mgmt, Vhost: path, fn: (*Server).deleteQueue},
 		{Pattern: "DELETE /api/queues/{vhost}/{name}/contents", Tag: mgmt, Vhost: path, fn: (*Server).purgeQueue},
 		{Pattern: "POST /api/queues/{vhost}/{name}/get", Tag: mgmt, Vhost: path, fn: (*Server).getMessages},
+		{Pattern: "GET /api/queues/{vhost}/{name}/bindings", Tag: mgmt, Vhost: path, fn: (*Server).listQueueBindings},
 
 		{Pattern: "GET /api/exchanges", Tag: mgmt, Vhost: none, fn: (*Server).listExchanges},
 		{Pattern: "GET /api/exchanges/{vhost}", Tag: mgmt, Vhost: path, fn: (*Server).listExchanges},
@@ -113,6 +131,7 @@ func Routes() []Route {
 		{Pattern: "PUT /api/exchanges/{vhost}/{name}", Tag: mgmt, Vhost: path, fn: (*Server).putExchange},
 		{Pattern: "DELETE /api/exchanges/{vhost}/{name}", Tag: mgmt, Vhost: path, fn: (*Server).deleteExchange},
 		{Pattern: "POST /api/exchanges/{vhost}/{name}/publish", Tag: mgmt, Vhost: path, fn: (*Server).publishMessage},
+		{Pattern: "GET /api/exchanges/{vhost}/{name}/bindings/{side}", Tag: mgmt, Vhost: path, fn: (*Server).listExchangeBindings},
 
 		{Pattern: "GET /api/bindings", Tag: mgmt, Vhost: none, fn: (*Server).listBindings},
 		{Pattern: "GET /api/bindings/{vhost}", Tag: mgmt, Vhost: path, fn: (*Server).listBindings},
@@ -126,7 +145,10 @@ func Routes() []Route {
 		{Pattern: "GET /api/connections", Tag: mgmt, Vhost: none, Others: monitor, fn: (*Server).listConnections},
 		{Pattern: "GET /api/connections/{name}", Tag: mgmt, Vhost: none, Others: monitor, fn: (*Server).getConnection},
 		{Pattern: "DELETE /api/connections/{name}", Tag: mgmt, Vhost: none, Others: admin, fn: (*Server).deleteConnection},
+		{Pattern: "GET /api/connections/username/{user}", Tag: mgmt, Vhost: none, Others: monitor, fn: (*Server).listUserConnections},
 		{Pattern: "GET /api/channels", Tag: mgmt, Vhost: none, Others: monitor, fn: (*Server).listChannels},
+		{Pattern: "GET /api/consumers", Tag: mgmt, Vhost: none, Others: monitor, fn: (*Server).listConsumers},
+		{Pattern: "GET /api/consumers/{vhost}", Tag: mgmt, Vhost: path, Others: monitor, fn: (*Server).listConsumers},
 
 		{Pattern: "GET /api/definitions", Tag: admin, Vhost: none, fn: (*Server).getDefinitions},
 		{Pattern: "POST /api/definitions", Tag: admin, Vhost: none, fn: (*Server).postDefinitions},
@@ -138,6 +160,8 @@ func Routes() []Route {
 		{Pattern: "GET /api/health/checks/virtual-hosts", Tag: mgmt, Vhost: none, fn: (*Server).healthVhosts},
 		{Pattern: "GET /api/health/checks/port-listener/{port}", Tag: mgmt, Vhost: none, fn: (*Server).healthPort},
 		{Pattern: "GET /api/health/checks/ready", Tag: mgmt, Vhost: none, fn: (*Server).healthReady},
+		{Pattern: "GET /api/health/checks/protocol-listener/{protocols}", Tag: mgmt, Vhost: none, fn: (*Server).healthProtocols},
+		{Pattern: "GET /api/health/checks/node-is-quorum-critical", Tag: mgmt, Vhost: none, fn: (*Server).healthQuorumCritical},
 		{Pattern: "GET /api/aliveness-test/{vhost}", Tag: mgmt, Vhost: path, fn: (*Server).aliveness},
 	}
 }

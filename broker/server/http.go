@@ -53,6 +53,9 @@ func (b *Broker) Connections() []amqp.ConnectionInfo { return b.AMQP.Connections
 // Channels implements mgmt.Broker.
 func (b *Broker) Channels() []amqp.ChannelInfo { return b.AMQP.Channels() }
 
+// Consumers implements mgmt.Broker.
+func (b *Broker) Consumers() []amqp.ConsumerInfo { return b.AMQP.Consumers() }
+
 // CloseConnection implements mgmt.Broker.
 func (b *Broker) CloseConnection(name, reason string) error {
 	return b.AMQP.CloseConnection(name, reason)

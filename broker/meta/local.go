@@ -39,6 +39,8 @@ type Local struct {
 	compactBytes int64
 	base         int64
 
+	cut Repair // what OpenLocal cut off the log's end
+
 	subMu  sync.Mutex
 	subs   map[int]func(Event)
 	nextID int
@@ -67,10 +69,16 @@ func OpenLocal(ctx context.Context, dir string) (*Local, error) {
 		f.Close()
 		return nil, err
 	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("meta: stat log: %w", err)
+	}
 	if err := f.Truncate(good); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("meta: cut torn tail: %w", err)
 	}
+	l.cut = Repair{File: path, Offset: good, Dropped: st.Size() - good}
 	if _, err := f.Seek(good, io.SeekStart); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("meta: seek: %w", err)
@@ -78,6 +86,19 @@ func OpenLocal(ctx context.Context, dir string) (*Local, error) {
 	l.size, l.records = good, n
 	return l, nil
 }
+
+// Repair is what opening the log cut off its end: Dropped bytes from Offset
+// on, a tail torn by a crash or a record that failed its checksum (and all
+// after it: records are not self-delimiting past a bad length).
+type Repair struct {
+	File    string
+	Offset  int64
+	Dropped int64
+}
+
+// OpenRepair says what OpenLocal cut off the log; Dropped is 0 when the log
+// was whole. The caller logs it (the store has no logger of its own).
+func (l *Local) OpenRepair() Repair { return l.cut }
 
 // replay applies every whole record and returns the offset after the last one.
 func replay(f *os.File, s *State) (int64, int, error) {

@@ -18,6 +18,8 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/broker/brokertest"
+	"github.com/warrenmq/warren/broker/brokertest/logcapture"
+	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/server"
 )
 
@@ -206,4 +208,47 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// A metadata log cut at start (a torn tail, or bytes damaged after the last
+// good record) is said at warn with the file and what was dropped, and what
+// came before it is kept.
+func TestMetadataRepairIsLogged(t *testing.T) {
+	ctx := context.Background()
+	cfg := brokertest.Config(t.TempDir())
+	b, err := server.New(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Meta().PutVhost(ctx, meta.Vhost{Name: "kept"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(cfg.DataDir, "meta", "meta.log")
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte{0, 0, 0, 9, 1, 2, 3}); err != nil { // a record header cut short
+		t.Fatal(err)
+	}
+	f.Close()
+
+	logs, log := logcapture.New()
+	b, err = server.New(ctx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(ctx)
+	if _, ok := b.Meta().Vhost("kept"); !ok {
+		t.Fatal("vhost written before the damage is gone")
+	}
+	for _, l := range logs.Lines(slog.LevelWarn) {
+		if strings.HasPrefix(l.Msg, "metadata log: cut") && l.Attrs["file"] == file && l.Attrs["bytes_dropped"] == "7" {
+			return
+		}
+	}
+	t.Fatalf("no warn naming %s and the 7 bytes dropped; warns: %v", file, logs.Lines(slog.LevelWarn))
 }

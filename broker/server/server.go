@@ -94,6 +94,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		lock.Close()
 		return nil, fmt.Errorf("server: open metadata: %w", err)
 	}
+	if r := m.OpenRepair(); r.Dropped > 0 {
+		log.Warn("metadata log: cut a torn or corrupt tail at start (the writes in it had not been acknowledged, or the file was damaged)", "file", r.File, "offset", r.Offset, "bytes_dropped", r.Dropped)
+	}
 	if err := store.MigrateLayout(ctx, cfg.DataDir, durableQueues(m), log); err != nil {
 		_ = m.Close()
 		lock.Close()

@@ -67,4 +67,6 @@
 // decodes are refused at publish (406). A panic on a connection's reader,
 // which would be a bug, is recovered, logged at error and ends only that
 // connection.
+//
+// Lock chains that cross packages are in one list: LOCKS.md at the repository root.
 package amqp

@@ -28,4 +28,6 @@
 // RabbitMQ's rabbit_password_hashing_sha256. CheckPermission and MatchPolicy
 // follow RabbitMQ: patterns are regular expressions searched (unanchored) in
 // the name; an empty permission pattern denies.
+//
+// Lock chains that cross packages are in one list: LOCKS.md at the repository root.
 package meta

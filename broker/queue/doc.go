@@ -29,4 +29,6 @@
 // being spilled stay in memory. Deliveries to consumers that ack are
 // recorded in the index (one status write per run of entries) before they
 // reach the socket, so after a crash only those come back redelivered.
+//
+// Lock chains that cross packages are in one list: LOCKS.md at the repository root.
 package queue

@@ -33,4 +33,6 @@
 //
 // Message ids are node-unique across restarts: the counter starts at the boot
 // time in nanoseconds, so ids handed out after a restart exceed every stored one.
+//
+// Lock chains that cross packages are in one list: LOCKS.md at the repository root.
 package server

@@ -74,4 +74,6 @@
 // callback takes (the server's alarm locks, the protocol servers' locks,
 // connection output locks); writers call the DiskWatch with no other lock
 // of this package held except MessageStore.mu during compaction.
+//
+// Lock chains that cross packages are in one list: LOCKS.md at the repository root.
 package store

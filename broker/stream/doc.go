@@ -107,4 +107,6 @@
 // Go client's default 8 KiB socket buffers otherwise stall every window
 // (silly-window avoidance, delayed ACKs) down to a few thousand messages
 // per second.
+//
+// Lock chains that cross packages are in one list: LOCKS.md at the repository root.
 package stream

@@ -18,4 +18,6 @@
 //
 // Lock order: Vhost.mu, then a queue's own locks (never the reverse: queues
 // call back into the vhost only through Host methods that do not block).
+//
+// Lock chains that cross packages are in one list: LOCKS.md at the repository root.
 package vhost

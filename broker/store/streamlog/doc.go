@@ -102,4 +102,6 @@
 // to one goroutine each. DoneFuncs run on the syncer goroutine, never under
 // a lock of this package. Lock order: Log.mu, then Options.Disk's locks
 // (store.DiskWatch: its notify lock, then the disk alarm's callback).
+//
+// Lock chains that cross packages are in one list: LOCKS.md at the repository root.
 package streamlog

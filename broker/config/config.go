@@ -101,6 +101,10 @@ type HTTP struct {
 	// MaxConnections is how many connections the API's listener holds
 	// open at once; one more is answered 503 and closed.
 	MaxConnections int `json:"max_connections"`
+	// CollectStatisticsInterval is how often the API samples the node's
+	// counters for the rates in message_stats and churn_rates (RabbitMQ's
+	// collect_statistics_interval).
+	CollectStatisticsInterval time.Duration `json:"collect_statistics_interval"`
 }
 
 // Prometheus configures the metrics listener.
@@ -210,6 +214,8 @@ func Default() Config {
 			WriteTimeout:      60 * time.Second,
 			IdleTimeout:       60 * time.Second,
 			MaxConnections:    256,
+
+			CollectStatisticsInterval: 5 * time.Second,
 		},
 		Prometheus: Prometheus{Listen: ":15692", MaxConnections: 64},
 		Auth: Auth{
@@ -407,6 +413,9 @@ func (c Config) Validate() error {
 		if t.d <= 0 {
 			bad(t.key, "must be positive, got %v", t.d)
 		}
+	}
+	if d := c.HTTP.CollectStatisticsInterval; d < 100*time.Millisecond || d > time.Hour {
+		bad("http.collect_statistics_interval", "must be between 100ms and 1h, got %v", d)
 	}
 	if c.HTTP.MaxConnections < 1 {
 		bad("http.max_connections", "must be at least 1, got %d", c.HTTP.MaxConnections)

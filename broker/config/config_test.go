@@ -58,6 +58,7 @@ func TestBadSettingsAreReportedByKey(t *testing.T) {
 		{"no HTTP idle timeout", "http:\n  idle_timeout: 0s\n", "", "http.idle_timeout"},
 		{"no HTTP read timeout", "", "WARREN_HTTP_READ_TIMEOUT=0s", "http.read_timeout"},
 		{"no HTTP connections", "http:\n  max_connections: 0\n", "", "http.max_connections"},
+		{"statistics sampled too often", "http:\n  collect_statistics_interval: 10ms\n", "", "http.collect_statistics_interval"},
 		{"no metrics connections", "", "WARREN_PROMETHEUS_MAX_CONNECTIONS=0", "prometheus.max_connections"},
 	}
 	for _, tt := range tests {

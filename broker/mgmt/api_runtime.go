@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,11 +66,7 @@ func (s *Server) queueJSON(q queue.Queue) map[string]any {
 		"state":                        "running",
 		"node":                         s.b.NodeName(),
 		"single_active_consumer_tag":   nil,
-		"message_stats": map[string]any{
-			"publish":     st.Published,
-			"deliver_get": st.Delivered,
-			"ack":         st.Acked,
-		},
+		"message_stats":                s.queueMessageStats(info.Vhost, info.Name, st.Published, st.Delivered, st.Acked),
 	}
 }
 
@@ -509,7 +506,7 @@ func connectionDetails(c amqp.ConnectionInfo, name string) map[string]any {
 // channels, as RabbitMQ's overview does.
 func (s *Server) overview(w http.ResponseWriter, r *http.Request, u caller) {
 	var queues, consumers, ready, unacked, exchanges int
-	var published, delivered, acked uint64
+	queueStats := map[string]any{}
 	for _, v := range s.b.VhostList() {
 		if !u.monitor && !s.hasAccess(u, v.Name()) {
 			continue
@@ -521,9 +518,9 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, u caller) {
 			consumers += st.Consumers
 			ready += st.Ready
 			unacked += st.Unacked
-			published += st.Published
-			delivered += st.Delivered
-			acked += st.Acked
+			if !u.monitor {
+				sumQueueStats(queueStats, s.queueMessageStats(v.Name(), q.Info().Name, st.Published, st.Delivered, st.Acked))
+			}
 		}
 	}
 	conns, chans := 0, 0
@@ -538,31 +535,45 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, u caller) {
 		}
 	}
 	out := map[string]any{
-		"management_version": s.b.Version(),
-		"rabbitmq_version":   "3.13.0",
-		"product_name":       "Warren",
-		"product_version":    s.b.Version(),
-		"cluster_name":       "warren",
-		"object_totals":      map[string]any{"connections": conns, "channels": chans, "exchanges": exchanges, "queues": queues, "consumers": consumers},
-		"queue_totals":       map[string]any{"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked},
-		"message_stats":      map[string]any{"publish": published, "deliver_get": delivered, "ack": acked},
+		"management_version":        s.b.Version(),
+		"rabbitmq_version":          "3.13.0",
+		"product_name":              "Warren",
+		"product_version":           s.b.Version(),
+		"cluster_name":              s.clusterName(),
+		"erlang_version":            runtime.Version(),
+		"erlang_full_version":       "Go " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
+		"rates_mode":                "basic",
+		"sample_retention_policies": map[string]any{"global": []int{600, 3600, 28800, 86400}, "basic": []int{600, 3600}, "detailed": []int{600}},
+		"exchange_types":            exchangeTypes(),
+		"default_queue_type":        "classic",
+		"disable_stats":             false,
+		"enable_queue_totals":       true,
+		"statistics_db_event_queue": 0,
+		"object_totals":             map[string]any{"connections": conns, "channels": chans, "exchanges": exchanges, "queues": queues, "consumers": consumers},
+		"queue_totals":              map[string]any{"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked},
+		"message_stats":             queueStats,
 	}
 	if u.monitor {
-		c := s.b.Counters()
-		out["message_stats"] = map[string]any{
-			"publish": c.Published.Load(), "deliver_get": c.Delivered.Load(), "ack": c.Acked.Load(),
-			"confirm": c.Confirmed.Load(), "return_unroutable": c.Returned.Load(), "redeliver": c.Redelivered.Load(),
-		}
+		out["message_stats"] = s.globalMessageStats()
 		var listeners []map[string]any
 		for proto, addr := range s.b.Listeners() {
 			host, port, _ := net.SplitHostPort(addr)
 			p, _ := strconv.Atoi(port)
-			listeners = append(listeners, map[string]any{"node": s.b.NodeName(), "protocol": proto, "ip_address": host, "port": p})
+			listeners = append(listeners, map[string]any{"node": s.b.NodeName(), "protocol": rabbitProtocol(proto), "ip_address": host, "port": p})
 		}
 		sort.Slice(listeners, func(i, j int) bool { return listeners[i]["protocol"].(string) < listeners[j]["protocol"].(string) })
 		out["node"], out["listeners"] = s.b.NodeName(), listeners
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// exchangeTypes lists the exchange types, as the overview names them.
+func exchangeTypes() []map[string]any {
+	var out []map[string]any
+	for _, t := range []string{"direct", "fanout", "headers", "topic"} {
+		out = append(out, map[string]any{"name": t, "description": "AMQP " + t + " exchange, as per the AMQP specification", "enabled": true})
+	}
+	return out
 }
 
 func (s *Server) healthAlarms(w http.ResponseWriter, r *http.Request, u caller) {

@@ -15,9 +15,10 @@ import (
 
 // Server is the HTTP API.
 type Server struct {
-	b   Broker
-	log *slog.Logger
-	mux *http.ServeMux
+	b     Broker
+	log   *slog.Logger
+	mux   *http.ServeMux
+	rates rates
 }
 
 // NewServer builds the API's routes.
@@ -26,6 +27,7 @@ func NewServer(b Broker, log *slog.Logger) *Server {
 		log = slog.Default()
 	}
 	s := &Server{b: b, log: log, mux: http.NewServeMux()}
+	s.takeSample()
 	s.routes()
 	return s
 }

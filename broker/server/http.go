@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"net/http/pprof"
 
@@ -11,7 +12,8 @@ import (
 )
 
 // httpServers lists the HTTP listeners: the management API and metrics.
-func (b *Broker) httpServers() []httpServer {
+// With the API on, its rates sampler runs until ctx is done.
+func (b *Broker) httpServers(ctx context.Context) []httpServer {
 	reg := prometheus.NewRegistry()
 	mgmt.NewMetrics(reg, b)
 	reg.MustRegister(b.Stream.Collector())
@@ -21,8 +23,12 @@ func (b *Broker) httpServers() []httpServer {
 	metrics.MaxConnections = b.cfg.Prometheus.MaxConnections
 	pprof := metrics
 	pprof.WriteTimeout = 0 // a profile or trace takes as long as it is asked to
+	apiServer := mgmt.NewServer(b, b.log.With("subsystem", "http"))
+	if h.Listen != "" {
+		go apiServer.SampleRates(ctx, h.CollectStatisticsInterval)
+	}
 	return []httpServer{
-		{name: ListenerHTTP, addr: h.Listen, handler: mgmt.NewServer(b, b.log.With("subsystem", "http")).Handler(), limits: api},
+		{name: ListenerHTTP, addr: h.Listen, handler: apiServer.Handler(), limits: api},
 		{name: ListenerPrometheus, addr: b.cfg.Prometheus.Listen, handler: mgmt.MetricsHandler(reg), limits: metrics},
 		{name: ListenerPprof, addr: b.cfg.Debug.PprofListen, handler: pprofHandler(), limits: pprof},
 	}

@@ -53,7 +53,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		b.closeListeners()
 		return err
 	}
-	for _, h := range b.httpServers() {
+	for _, h := range b.httpServers(ctx) {
 		if h.addr == "" {
 			continue
 		}

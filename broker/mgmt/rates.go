@@ -1,0 +1,138 @@
+package mgmt
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// The overview's message counters, under RabbitMQ's names.
+var globalStats = [...]string{"publish", "deliver_get", "ack", "confirm", "redeliver", "return_unroutable", "drop_unroutable"}
+
+// The queue counters, under RabbitMQ's names.
+var queueStats = [...]string{"publish", "deliver_get", "ack"}
+
+type queueKey struct{ vhost, name string }
+
+// sample is the node's cumulative counters at one moment.
+type sample struct {
+	at     time.Time
+	global [len(globalStats)]uint64
+	queues map[queueKey][len(queueStats)]uint64
+}
+
+// rates keeps the last two samples of the node's counters; a rate is the
+// difference between them over the time between them (per second), so
+// every request reads the same rates whatever its frequency, and nothing
+// on the message path changes: the counters it already keeps are read
+// every sample interval (http.collect_statistics_interval, 5 s as in RabbitMQ) by one goroutine (Server.SampleRates).
+type rates struct {
+	mu         sync.Mutex
+	prev, last *sample
+}
+
+// SampleRates samples the node's counters every interval until ctx is
+// done; the API's message_stats and churn_rates carry the rates between
+// the last two samples (0 until there are two).
+func (s *Server) SampleRates(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	s.takeSample()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.takeSample()
+		}
+	}
+}
+
+func (s *Server) takeSample() {
+	c := s.b.Counters()
+	smp := &sample{at: time.Now(), queues: map[queueKey][len(queueStats)]uint64{}}
+	unroutable, returned := c.Unroutable.Load(), c.Returned.Load()
+	smp.global = [len(globalStats)]uint64{c.Published.Load(), c.Delivered.Load(), c.Acked.Load(), c.Confirmed.Load(), c.Redelivered.Load(), returned, unroutable - min(returned, unroutable)}
+	for _, v := range s.b.VhostList() {
+		for _, q := range v.Queues() {
+			st := q.Stats()
+			smp.queues[queueKey{v.Name(), q.Info().Name}] = [len(queueStats)]uint64{st.Published, st.Delivered, st.Acked}
+		}
+	}
+	s.rates.mu.Lock()
+	s.rates.prev, s.rates.last = s.rates.last, smp
+	s.rates.mu.Unlock()
+}
+
+// pair returns the last two samples (nil, nil before there are two).
+func (r *rates) pair() (prev, last *sample) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.prev == nil {
+		return nil, nil
+	}
+	return r.prev, r.last
+}
+
+// rate is the per-second rate from a to b over dt.
+func rate(a, b uint64, dt time.Duration) float64 {
+	if b < a || dt <= 0 {
+		return 0
+	}
+	return float64(b-a) / dt.Seconds()
+}
+
+// withRates writes counts and their rates RabbitMQ's way: name: count,
+// name_details: {rate: r}.
+func withRates(names []string, counts []uint64, rs []float64) map[string]any {
+	out := make(map[string]any, 2*len(names))
+	for i, n := range names {
+		out[n] = counts[i]
+		out[n+"_details"] = map[string]any{"rate": rs[i]}
+	}
+	return out
+}
+
+// globalMessageStats is the overview's message_stats for a monitoring
+// user: the node's counters now, with the rates of the last sample period.
+func (s *Server) globalMessageStats() map[string]any {
+	c := s.b.Counters()
+	unroutable, returned := c.Unroutable.Load(), c.Returned.Load()
+	counts := []uint64{c.Published.Load(), c.Delivered.Load(), c.Acked.Load(), c.Confirmed.Load(), c.Redelivered.Load(), returned, unroutable - min(returned, unroutable)}
+	rs := make([]float64, len(globalStats))
+	if prev, last := s.rates.pair(); prev != nil {
+		for i := range rs {
+			rs[i] = rate(prev.global[i], last.global[i], last.at.Sub(prev.at))
+		}
+	}
+	return withRates(globalStats[:], counts, rs)
+}
+
+// queueMessageStats is a queue's message_stats with its rates.
+func (s *Server) queueMessageStats(vhost, name string, published, delivered, acked uint64) map[string]any {
+	rs := make([]float64, len(queueStats))
+	if prev, last := s.rates.pair(); prev != nil {
+		k := queueKey{vhost, name}
+		if a, ok := prev.queues[k]; ok {
+			b := last.queues[k]
+			for i := range rs {
+				rs[i] = rate(a[i], b[i], last.at.Sub(prev.at))
+			}
+		}
+	}
+	return withRates(queueStats[:], []uint64{published, delivered, acked}, rs)
+}
+
+// sumQueueStats adds queue message_stats (counts and rates) for the
+// overview of a user who sees only some vhosts.
+func sumQueueStats(into, add map[string]any) {
+	for _, n := range queueStats {
+		c, _ := into[n].(uint64)
+		into[n] = c + add[n].(uint64)
+		r := 0.0
+		if d, ok := into[n+"_details"].(map[string]any); ok {
+			r, _ = d["rate"].(float64)
+		}
+		into[n+"_details"] = map[string]any{"rate": r + add[n+"_details"].(map[string]any)["rate"].(float64)}
+	}
+}

@@ -1,0 +1,96 @@
+package mgmt_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/broker/brokertest"
+	"github.com/warrenmq/warren/broker/brokertest/eventually"
+	"github.com/warrenmq/warren/broker/config"
+)
+
+// TestMessageStatsRates: while messages flow, the overview's and the
+// queue's message_stats carry counts and non-zero rates (as monitoring and
+// rabbitmqadmin read them), and the rates fall back to 0 once they stop.
+func TestMessageStatsRates(t *testing.T) {
+	n := brokertest.Start(t, func(c *config.Config) { c.HTTP.CollectStatisticsInterval = 200 * time.Millisecond })
+	a := newAPI(t, n)
+	ch := n.Channel(t)
+	if _, err := ch.QueueDeclare("flow", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	deliveries, err := ch.Consume("flow", "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for d := range deliveries {
+			_ = d.Ack(false)
+		}
+	}()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", "flow", false, false, amqp091.Publishing{Body: []byte("m")})
+			if err != nil {
+				return
+			}
+			dc.Wait()
+			_ = ch.PublishWithContext(ctx, "", "nowhere", false, false, amqp091.Publishing{Body: []byte("lost")})
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	tests := []struct {
+		path  string
+		stats []string
+	}{
+		{"/api/overview", []string{"publish", "deliver_get", "ack", "confirm", "drop_unroutable"}},
+		{"/api/queues/%2F/flow", []string{"publish", "deliver_get", "ack"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path+" while messages flow", func(t *testing.T) {
+			eventually.Succeeds(t, 10e9, "rates above 0", func() error {
+				return checkRates(a, tt.path, tt.stats, func(r float64) bool { return r > 0 })
+			})
+		})
+	}
+	stop()
+	<-done
+	for _, tt := range tests {
+		t.Run(tt.path+" once they stop", func(t *testing.T) {
+			eventually.Succeeds(t, 10e9, "rates back to 0", func() error {
+				return checkRates(a, tt.path, tt.stats, func(r float64) bool { return r == 0 })
+			})
+		})
+	}
+}
+
+// checkRates reads path's message_stats and checks each stat has a count
+// and a rate that ok accepts.
+func checkRates(a api, path string, stats []string, ok func(float64) bool) error {
+	var body map[string]any
+	if err := json.Unmarshal(a.must("GET", path, nil, 200), &body); err != nil {
+		return err
+	}
+	ms, _ := body["message_stats"].(map[string]any)
+	for _, s := range stats {
+		if c, _ := ms[s].(float64); c <= 0 {
+			return fmt.Errorf("message_stats.%s = %v, want a count above 0", s, ms[s])
+		}
+		r, isNum := field(ms, s+"_details", "rate").(float64)
+		if !isNum || !ok(r) {
+			return fmt.Errorf("message_stats.%s_details.rate = %v", s, field(ms, s+"_details", "rate"))
+		}
+	}
+	return nil
+}

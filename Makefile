@@ -10,7 +10,7 @@ DATA_DIR ?= ./data
 FUZZTIME ?= 150000x
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build run test test-go test-fuzz test-interop test-security test-java-stream e2e lint generate bench bench-streams clean images manifests chart-crds docs-crd controller-gen controller-gen-path helm helm-path envtest
+.PHONY: all build run test test-go prometheus test-fuzz test-interop test-security test-java-stream e2e lint generate bench bench-streams clean images manifests chart-crds docs-crd controller-gen controller-gen-path helm helm-path envtest
 
 all: build
 
@@ -30,8 +30,13 @@ lint-vet:
 	$(GO) vet ./...
 	GOOS=darwin GOARCH=arm64 $(GO) vet ./broker/... ./cmd/warren ./cmd/warren-perf
 
+# The Go tests include a scrape by a real Prometheus (Debian's package, installed when missing).
 test-go:
-	$(GO) test -count=1 -timeout 20m ./...
+	p=$$(./hack/install-prometheus.sh) && WARREN_PROMETHEUS=$$p $(GO) test -count=1 -timeout 20m ./...
+
+## prometheus: install Prometheus from Debian when missing (root) for the scrape test; prints its path
+prometheus:
+	./hack/install-prometheus.sh
 
 ## test-fuzz: run each fuzz target briefly (FUZZTIME inputs per target)
 test-fuzz:

@@ -22,9 +22,12 @@ type channel struct {
 
 	// Publisher confirms and transactions (reader only, except confirms).
 	confirmMode bool
-	txMode      bool
-	tx          txState
-	confirms    confirmTracker
+	// published is set by the first basic.publish: the channel is a
+	// publisher (rabbitmq_global_publishers).
+	published atomic.Bool
+	txMode    bool
+	tx        txState
+	confirms  confirmTracker
 
 	// Consumers and unacked deliveries.
 	consumers      map[string]*consumer // the reader writes it under mu (setConsumer) and reads it without
@@ -53,7 +56,7 @@ func (ch *channel) info() ChannelInfo {
 	unacked := ch.unacked.len()
 	consumers := len(ch.consumers)
 	ch.mu.Unlock()
-	ci := ChannelInfo{Connection: ch.c.name, Number: ch.id, User: ch.c.user, Unacked: unacked, PrefetchCount: int(ch.prefetchCount), GlobalPrefetch: int(ch.globalPrefetch.Load()), Confirm: ch.confirmMode, Transactional: ch.txMode, UnconfirmedLen: ch.confirms.pending()}
+	ci := ChannelInfo{Connection: ch.c.name, Number: ch.id, User: ch.c.user, Unacked: unacked, PrefetchCount: int(ch.prefetchCount), GlobalPrefetch: int(ch.globalPrefetch.Load()), Confirm: ch.confirmMode, Transactional: ch.txMode, UnconfirmedLen: ch.confirms.pending(), Publisher: ch.published.Load()}
 	if ch.c.vh != nil {
 		ci.Vhost = ch.c.vh.Name()
 	}
@@ -166,8 +169,12 @@ func (ch *channel) handleFrame(ctx context.Context, f wire.Frame) error {
 
 func (ch *channel) forget() {
 	ch.c.chMu.Lock()
+	_, ok := ch.c.channels[ch.id]
 	delete(ch.c.channels, ch.id)
 	ch.c.chMu.Unlock()
+	if ok {
+		ch.c.srv.cfg.Churn.ChannelsClosed.Add(1)
+	}
 }
 
 func (ch *channel) handleMethod(ctx context.Context, m wire.Method) error {

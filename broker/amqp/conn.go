@@ -25,6 +25,7 @@ type conn struct {
 	name string
 
 	connectedAt time.Time
+	pubStats    pubStats // the reader's, added to srv.Counters per read batch
 	frameMax    uint32
 	channelMax  uint16
 	heartbeat   time.Duration
@@ -145,6 +146,7 @@ func (c *conn) serve(ctx context.Context) {
 	go c.writeLoop()
 	err := c.safely("read loop", func() error { return c.readLoop(ctx) })
 	c.state.Store("closing")
+	c.pubStats.flush(&c.srv.Counters)
 	_ = c.flushPublishes(context.WithoutCancel(ctx))
 	c.cleanup(ctx)
 	c.acks.flush() // what cleanup settled
@@ -181,6 +183,7 @@ func (c *conn) readLoop(ctx context.Context) error {
 			c.flush()
 		}
 		if c.r.Buffered() == 0 {
+			c.pubStats.flush(&c.srv.Counters)
 			if c.batch.n > 0 {
 				if err := c.flushPublishes(ctx); err != nil {
 					return err
@@ -314,6 +317,7 @@ func (c *conn) handleFrame(ctx context.Context, f wire.Frame) error {
 		c.chMu.Lock()
 		c.channels[f.Channel] = ch
 		c.chMu.Unlock()
+		c.srv.cfg.Churn.ChannelsOpened.Add(1)
 		c.sendMethod(f.Channel, &wire.ChannelOpenOk{})
 		return nil
 	}
@@ -389,6 +393,7 @@ func (c *conn) cleanup(ctx context.Context) {
 	}
 	c.channels = map[uint16]*channel{}
 	c.chMu.Unlock()
+	c.srv.cfg.Churn.ChannelsClosed.Add(uint64(len(chans)))
 	for _, ch := range chans {
 		ch.shutdown()
 	}

@@ -256,7 +256,14 @@ func (ch *channel) deliver(ctag string, cons *consumer, d *queue.Delivery) bool 
 	if cons == nil {
 		ch.c.signal() // basic.get-ok: the reader may be about to wait on a queue
 	}
-	ch.c.srv.Counters.Delivered.Add(1)
+	switch {
+	case cons == nil:
+		ch.c.srv.Counters.DeliveredGetManualAck.Add(1)
+	case noAck:
+		ch.c.srv.Counters.DeliveredConsumeAutoAck.Add(1)
+	default:
+		ch.c.srv.Counters.DeliveredConsumeManualAck.Add(1)
+	}
 	if d.Redelivered {
 		ch.c.srv.Counters.Redelivered.Add(1)
 	}
@@ -302,7 +309,13 @@ func (ch *channel) deliverEach(cons *consumer, next func() *queue.Delivery) (ref
 		ch.c.outMu.Unlock()
 		ch.mu.Unlock()
 	}
-	ch.c.srv.Counters.Delivered.Add(n)
+	if n > 0 {
+		if cons.noAck {
+			ch.c.srv.Counters.DeliveredConsumeAutoAck.Add(n)
+		} else {
+			ch.c.srv.Counters.DeliveredConsumeManualAck.Add(n)
+		}
+	}
 	if redelivered > 0 {
 		ch.c.srv.Counters.Redelivered.Add(redelivered)
 	}
@@ -421,6 +434,7 @@ func (ch *channel) basicGet(ctx context.Context, m *wire.BasicGet) error {
 		return fromErr(err)
 	}
 	if !ok {
+		ch.c.srv.Counters.GetEmpty.Add(1)
 		ch.c.sendMethod(ch.id, &wire.BasicGetEmpty{})
 		return nil
 	}
@@ -438,6 +452,10 @@ func (ch *channel) deliverGetNoAck(d queue.Delivery) {
 	ch.nextTag++
 	tag := ch.nextTag
 	ch.mu.Unlock()
+	ch.c.srv.Counters.DeliveredGetAutoAck.Add(1)
+	if d.Redelivered {
+		ch.c.srv.Counters.Redelivered.Add(1)
+	}
 	msg := d.Msg
 	ch.c.send(func(b []byte) []byte {
 		b = wire.AppendMethodFrame(b, ch.id, &wire.BasicGetOk{DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: msg.Exchange, RoutingKey: msg.RoutingKey, MessageCount: uint32(d.Remaining)})

@@ -182,7 +182,7 @@ func (ch *channel) sendReply(msg *message.Message) bool {
 	rc.mu.Unlock()
 	if !full {
 		to.c.signal()
-		ch.c.srv.Counters.Delivered.Add(1)
+		ch.c.srv.Counters.DeliveredConsumeAutoAck.Add(1) // the reply consumer is no-ack
 	}
 	return true
 }

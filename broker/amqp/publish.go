@@ -163,6 +163,10 @@ func (ch *channel) finishPublish(ctx context.Context) error {
 		}
 	}
 	ch.c.srv.Counters.Published.Add(1)
+	ch.c.pubStats.observe(len(p.body), ch.confirmMode)
+	if !ch.published.Load() {
+		ch.published.Store(true)
+	}
 	if ch.txMode {
 		ch.tx.publishes = append(ch.tx.publishes, txPublish{msg: msg, mandatory: p.mandatory, headers: headers})
 		return nil
@@ -392,7 +396,7 @@ func (t *confirmTracker) confirm(tags []uint64, ok, wake bool) {
 	}
 	// Send what is settled at the front.
 	var frames []wire.Method
-	var ackUpTo uint64
+	var ackUpTo, acked uint64
 	for t.head < len(t.entries) && t.entries[t.head].remaining <= 0 {
 		tag := t.base + uint64(t.head)
 		if t.entries[t.head].nack {
@@ -403,6 +407,7 @@ func (t *confirmTracker) confirm(tags []uint64, ok, wake bool) {
 			frames = append(frames, &wire.BasicNack{DeliveryTag: tag})
 		} else {
 			ackUpTo = tag
+			acked++
 		}
 		t.head++
 	}
@@ -416,7 +421,9 @@ func (t *confirmTracker) confirm(tags []uint64, ok, wake bool) {
 		t.head = 0
 	}
 	if len(frames) > 0 {
-		t.ch.c.srv.Counters.Confirmed.Add(uint64(len(frames)))
+		if acked > 0 {
+			t.ch.c.srv.Counters.Confirmed.Add(acked)
+		}
 		id := t.ch.id
 		appendFrames := func(b []byte) []byte {
 			for _, f := range frames {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warrenmq/warren/broker/counters"
 	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/netaccept"
 	"github.com/warrenmq/warren/broker/sockio"
@@ -35,6 +36,8 @@ type Config struct {
 	OutputBufferLimit int
 	// Product and Version are reported in connection.start's server-properties.
 	Product, Version string
+	// Churn (made when nil) counts connections and channels opened and closed.
+	Churn *counters.Churn
 }
 
 // Backend is what the AMQP server needs from the broker.
@@ -50,11 +53,6 @@ type Backend interface {
 	UserTags(user string) []string
 	// NewMessageID returns a node-unique message id.
 	NewMessageID() uint64
-}
-
-// Counters are the server's cumulative message counters; the metrics layer reads them.
-type Counters struct {
-	Published, Delivered, Acked, Confirmed, Returned, Redelivered, Unroutable atomic.Uint64
 }
 
 // Server accepts AMQP connections.
@@ -93,6 +91,9 @@ func NewServer(cfg Config, b Backend, log *slog.Logger) *Server {
 	if cfg.OutputBufferLimit == 0 {
 		cfg.OutputBufferLimit = 4 << 20
 	}
+	if cfg.Churn == nil {
+		cfg.Churn = &counters.Churn{}
+	}
 	if cfg.MaxMessageSize <= 0 {
 		cfg.MaxMessageSize = 128 << 20
 	}
@@ -120,12 +121,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.conns[c.id] = c
 		s.wg.Add(1)
 		s.mu.Unlock()
+		s.cfg.Churn.ConnectionsOpened.Add(1)
 		go func() {
 			defer s.wg.Done()
 			c.serve(ctx)
 			s.mu.Lock()
 			delete(s.conns, c.id)
 			s.mu.Unlock()
+			s.cfg.Churn.ConnectionsClosed.Add(1)
 		}()
 	})
 }
@@ -213,6 +216,8 @@ type ChannelInfo struct {
 	Confirm        bool
 	Transactional  bool
 	UnconfirmedLen int
+	// Publisher is whether the channel has published.
+	Publisher bool
 }
 
 // ConsumerInfo describes one consumer for the HTTP API.

@@ -106,6 +106,7 @@ func (s *Server) publishMessage(w http.ResponseWriter, r *http.Request, u caller
 		return
 	}
 	s.b.Counters().Published.Add(1)
+	s.b.Counters().ObserveSize(len(msg.Body))
 	accepted, err := publishConfirmed(r.Context(), qs, msg)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "publish_timeout", err.Error())

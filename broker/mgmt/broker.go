@@ -5,7 +5,9 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/broker/amqp"
+	"github.com/warrenmq/warren/broker/counters"
 	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/stream"
 	"github.com/warrenmq/warren/broker/vhost"
 )
 
@@ -16,6 +18,9 @@ type Broker interface {
 	// remote (the rules every listener shares: broker/auth).
 	Login(user, password string, remote net.Addr) (meta.User, error)
 	NodeName() string
+	// ClusterID is a permanent id made on the node's first start
+	// (rabbitmq_cluster_permanent_id).
+	ClusterID() string
 	Version() string
 	Vhost(name string) (*vhost.Vhost, bool)
 	VhostList() []*vhost.Vhost
@@ -28,6 +33,14 @@ type Broker interface {
 	// Alarms lists active resource alarms ("memory", "disk").
 	Alarms() []string
 	Counters() *amqp.Counters
+	// Churn counts connections and channels opened and closed and queues
+	// declared, created and deleted since the node started.
+	Churn() *counters.Churn
+	// StreamCounters are the stream protocol's message and error counters.
+	StreamCounters() *stream.Counters
+	// StreamClients counts the stream protocol's open connections,
+	// declared publishers and subscriptions.
+	StreamClients() (connections, publishers, consumers int)
 	// NewMessageID returns a node-unique message id (for HTTP publishes).
 	NewMessageID() uint64
 	// Resources is the node's last resource sample and its alarm limits.
@@ -48,4 +61,6 @@ type NodeResources struct {
 	DiskFreeLimit int64
 	MemAlarm      bool
 	DiskAlarm     bool
+	FDUsed        int64 // open file descriptors; -1 unknown
+	FDLimit       int64 // their limit (RLIMIT_NOFILE); -1 unknown
 }

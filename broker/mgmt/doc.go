@@ -24,6 +24,14 @@
 // document with an item that would be refused changes nothing; the 400
 // names the item (section, index, name).
 //
+// Metrics: Warren's own warren_* families on /metrics, and RabbitMQ's
+// rabbitmq_prometheus families (rabbitmq_identity_info, rabbitmq_global_*,
+// churn, node resources, rabbitmq_queue_*) with RabbitMQ's names, labels and
+// endpoints: /metrics (queues aggregated), /metrics/per-object and
+// /metrics/detailed?family=...&vhost=... (metrics_rabbitmq.go). All are read
+// at scrape time from the broker's counters (amqp.Counters,
+// stream.Counters, counters.Churn); nothing is counted twice.
+//
 // Serve runs an HTTP listener within ListenerLimits: read-header, read,
 // write and idle timeouts and a cap on open connections (one more is
 // answered 503 and closed), so HTTP clients cannot hold the descriptors the

@@ -38,7 +38,7 @@ func NewMetrics(reg prometheus.Registerer, b Broker) *Metrics {
 		published:      prometheus.NewDesc("warren_messages_published_total", "Messages published.", nil, nil),
 		delivered:      prometheus.NewDesc("warren_messages_delivered_total", "Messages delivered to consumers and basic.get.", nil, nil),
 		acked:          prometheus.NewDesc("warren_messages_acknowledged_total", "Messages acknowledged by consumers.", nil, nil),
-		confirmed:      prometheus.NewDesc("warren_messages_confirmed_total", "Publisher confirm frames sent.", nil, nil),
+		confirmed:      prometheus.NewDesc("warren_messages_confirmed_total", "Messages confirmed to publishers.", nil, nil),
 		returned:       prometheus.NewDesc("warren_messages_returned_total", "Mandatory messages returned as unroutable.", nil, nil),
 		redelivered:    prometheus.NewDesc("warren_messages_redelivered_total", "Messages delivered with the redelivered flag.", nil, nil),
 		unroutable:     prometheus.NewDesc("warren_messages_unroutable_total", "Messages that reached no queue.", nil, nil),
@@ -50,7 +50,8 @@ func NewMetrics(reg prometheus.Registerer, b Broker) *Metrics {
 		storeLive:      prometheus.NewDesc("warren_message_store_live_bytes", "Live bytes in the vhost's message store.", []string{"vhost"}, nil),
 		alarm:          prometheus.NewDesc("warren_alarm", "1 while a resource alarm is raised.", []string{"resource"}, nil),
 	}
-	reg.MustRegister(m, m.fsync, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m, m.fsync, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&rabbitCollector{b: b, endpoint: "aggregated"})
 	return m
 }
 
@@ -73,7 +74,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	gauge(m.channels, float64(len(m.b.Channels())))
 	c := m.b.Counters()
 	counter(m.published, c.Published.Load())
-	counter(m.delivered, c.Delivered.Load())
+	counter(m.delivered, c.Delivered())
 	counter(m.acked, c.Acked.Load())
 	counter(m.confirmed, c.Confirmed.Load())
 	counter(m.returned, c.Returned.Load())
@@ -107,9 +108,25 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// MetricsHandler serves /metrics for reg.
-func MetricsHandler(reg prometheus.Gatherer) http.Handler {
+// MetricsHandler serves /metrics for reg (NewMetrics' registry), and
+// RabbitMQ's /metrics/per-object and /metrics/detailed for b.
+//
+// The endpoints speak OpenMetrics to a scraper that asks for it, as
+// Prometheus does: there a histogram's le label reads "100.0", as RabbitMQ
+// writes it and its dashboards select it (the classic text format would
+// say "100").
+func MetricsHandler(reg prometheus.Gatherer, b Broker) http.Handler {
+	opts := promhttp.HandlerOpts{EnableOpenMetrics: true}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, opts))
+	perObject := prometheus.NewRegistry()
+	perObject.MustRegister(&rabbitCollector{b: b, endpoint: "per-object"}, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux.Handle("/metrics/per-object", promhttp.HandlerFor(perObject, opts))
+	mux.HandleFunc("/metrics/detailed", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		detailed := prometheus.NewRegistry()
+		detailed.MustRegister(detailedCollector(b, q["family"], q["vhost"]))
+		promhttp.HandlerFor(detailed, opts).ServeHTTP(w, r)
+	})
 	return mux
 }

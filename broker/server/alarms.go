@@ -11,9 +11,11 @@ import (
 // Resources implements mgmt.Broker: the last sample of the resource watch
 // (every second) with the limits that raise the alarms.
 func (b *Broker) Resources() mgmt.NodeResources {
+	fdUsed, fdLimit := openFDs()
 	b.alarmMu.Lock()
 	defer b.alarmMu.Unlock()
 	r := b.resources
+	r.FDUsed, r.FDLimit = fdUsed, fdLimit
 	r.StartedAt, r.MemLimit, r.DiskFreeLimit = b.startedAt, b.memoryLimit, b.cfg.Limits.DiskFreeLimit
 	r.MemAlarm, r.DiskAlarm = b.memAlarm, b.diskAlarm
 	return r

@@ -8,7 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/warrenmq/warren/broker/amqp"
+	"github.com/warrenmq/warren/broker/counters"
 	"github.com/warrenmq/warren/broker/mgmt"
+	"github.com/warrenmq/warren/broker/stream"
 )
 
 // httpServers lists the HTTP listeners: the management API and metrics.
@@ -29,7 +31,7 @@ func (b *Broker) httpServers(ctx context.Context) []httpServer {
 	}
 	return []httpServer{
 		{name: ListenerHTTP, addr: h.Listen, handler: apiServer.Handler(), limits: api},
-		{name: ListenerPrometheus, addr: b.cfg.Prometheus.Listen, handler: mgmt.MetricsHandler(reg), limits: metrics},
+		{name: ListenerPrometheus, addr: b.cfg.Prometheus.Listen, handler: mgmt.MetricsHandler(reg, b), limits: metrics},
 		{name: ListenerPprof, addr: b.cfg.Debug.PprofListen, handler: pprofHandler(), limits: pprof},
 	}
 }
@@ -70,6 +72,19 @@ func (b *Broker) CloseConnection(name, reason string) error {
 // Counters implements mgmt.Broker.
 func (b *Broker) Counters() *amqp.Counters { return &b.AMQP.Counters }
 
+// Churn implements mgmt.Broker.
+func (b *Broker) Churn() *counters.Churn { return &b.churn }
+
+// StreamCounters implements mgmt.Broker.
+func (b *Broker) StreamCounters() *stream.Counters { return &b.Stream.Counters }
+
+// StreamClients implements mgmt.Broker: the stream protocol's open
+// connections, declared publishers and subscriptions.
+func (b *Broker) StreamClients() (connections, publishers, consumers int) {
+	p, c := b.Stream.PublishersConsumers()
+	return b.Stream.ConnectionCount(), p, c
+}
+
 // Listeners implements mgmt.Broker.
 func (b *Broker) Listeners() map[string]string {
 	b.lnMu.Lock()
@@ -83,3 +98,6 @@ func (b *Broker) Listeners() map[string]string {
 
 // Ready implements mgmt.Broker: recovered and listening.
 func (b *Broker) Ready() bool { return b.ready.Load() }
+
+// ClusterID implements mgmt.Broker.
+func (b *Broker) ClusterID() string { return b.clusterID }

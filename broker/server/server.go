@@ -15,6 +15,7 @@ import (
 	"github.com/warrenmq/warren/broker/amqp"
 	"github.com/warrenmq/warren/broker/auth"
 	"github.com/warrenmq/warren/broker/config"
+	"github.com/warrenmq/warren/broker/counters"
 	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/mgmt"
 	"github.com/warrenmq/warren/broker/store"
@@ -38,12 +39,17 @@ type Broker struct {
 	lock *os.File
 
 	msgID atomic.Uint64
+	// clusterID is the permanent id the node made on its first start.
+	clusterID string
 
 	mu     sync.RWMutex
 	vhosts map[string]*vhost.Vhost
 
 	AMQP   *amqp.Server
 	Stream *stream.Server
+	// churn is the node's connection, channel and queue churn, counted by
+	// the protocol servers and the vhosts.
+	churn counters.Churn
 
 	lnMu      sync.Mutex
 	listeners map[string]net.Listener
@@ -102,7 +108,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		lock.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	b := &Broker{cfg: cfg, log: log, meta: m, lock: lock, vhosts: map[string]*vhost.Vhost{}, listeners: map[string]net.Listener{}}
+	id, err := clusterID(cfg.DataDir)
+	if err != nil {
+		_ = m.Close()
+		lock.Close()
+		return nil, err
+	}
+	b := &Broker{cfg: cfg, log: log, meta: m, lock: lock, vhosts: map[string]*vhost.Vhost{}, listeners: map[string]net.Listener{}, clusterID: id}
 	b.auth = auth.NewChecker(m, cfg.Auth.LoopbackUsers)
 	b.startedAt = time.Now()
 	b.disk = store.NewDiskWatch(cfg.DataDir, cfg.Limits.DiskFreeLimit, b.diskAlarmChanged)
@@ -137,6 +149,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		MaxMessageSize:    cfg.Limits.MaxMessageSize,
 		Product:           "Warren",
 		Version:           Version,
+		Churn:             &b.churn,
 	}, b, log.With("subsystem", "amqp"))
 	b.Stream = stream.NewServer(stream.Config{
 		FrameMax:          cfg.Stream.FrameMax,
@@ -148,6 +161,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		HandshakeTimeout:  cfg.AMQP.HandshakeTimeout,
 		Product:           "Warren",
 		WarrenVersion:     Version,
+		Churn:             &b.churn,
 	}, b, log.With("subsystem", "stream"))
 	b.blockedMem, b.blockedDisk = false, false // the new servers were told nothing yet
 	b.blockMu.Unlock()
@@ -212,6 +226,7 @@ func (b *Broker) startVhost(ctx context.Context, mv meta.Vhost) error {
 		NewMessageID: b.NewMessageID,
 		Disk:         b.disk,
 		Log:          b.log,
+		Churn:        &b.churn,
 	})
 	if err != nil {
 		return fmt.Errorf("server: start vhost %q: %w", mv.Name, err)

@@ -153,6 +153,7 @@ func (c *conn) closeWith(code uint16, reason string) {
 		return
 	}
 	close(c.closed)
+	c.srv.Counters.countError(code)
 	c.out.send(&proto.Close{CorrelationID: c.corr(), Code: code, Reason: reason})
 	c.out.finish()
 	// Unblock the reader.
@@ -304,12 +305,12 @@ func (c *conn) handshake(cmd proto.Command) error {
 			return closeErr(proto.CodeUnknownFrame, "already authenticated")
 		}
 		if m.Mechanism != "PLAIN" {
-			c.out.send(&proto.Response{For: proto.KeySaslAuthenticate, CorrelationID: m.CorrelationID, Code: proto.CodeSaslMechanismNotSupported})
+			c.respond(proto.KeySaslAuthenticate, m.CorrelationID, proto.CodeSaslMechanismNotSupported)
 			return c.fail("sasl mechanism %q not supported", m.Mechanism)
 		}
 		user, pass, ok := parsePlain(m.Data)
 		if !ok {
-			c.out.send(&proto.Response{For: proto.KeySaslAuthenticate, CorrelationID: m.CorrelationID, Code: proto.CodeSaslError})
+			c.respond(proto.KeySaslAuthenticate, m.CorrelationID, proto.CodeSaslError)
 			return c.fail("malformed PLAIN response")
 		}
 		if err := c.srv.backend.Authenticate(user, pass, c.nc.RemoteAddr()); err != nil {
@@ -317,7 +318,7 @@ func (c *conn) handshake(cmd proto.Command) error {
 			if errors.Is(err, auth.ErrLoopbackOnly) {
 				code = proto.CodeSaslAuthFailureLoopback
 			}
-			c.out.send(&proto.Response{For: proto.KeySaslAuthenticate, CorrelationID: m.CorrelationID, Code: code})
+			c.respond(proto.KeySaslAuthenticate, m.CorrelationID, code)
 			return c.fail("authentication failure for user %q", user)
 		}
 		c.user = user
@@ -346,6 +347,7 @@ func (c *conn) handshake(cmd proto.Command) error {
 		vh, ok := c.srv.backend.Vhost(m.Vhost)
 		perm, pok := c.srv.backend.Permission(c.user, m.Vhost)
 		if !ok || !pok {
+			c.srv.Counters.countError(proto.CodeVirtualHostAccessFailure)
 			c.out.send(&proto.OpenResponse{CorrelationID: m.CorrelationID, Code: proto.CodeVirtualHostAccessFailure})
 			return c.fail("access to vhost %q refused for user %q", m.Vhost, c.user)
 		}
@@ -456,5 +458,6 @@ func (c *conn) dispatch(cmd proto.Command) error {
 
 // respond sends a generic response.
 func (c *conn) respond(key uint16, corr uint32, code uint16) {
+	c.srv.Counters.countError(code)
 	c.out.send(&proto.Response{For: key, CorrelationID: corr, Code: code})
 }

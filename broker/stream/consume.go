@@ -301,6 +301,7 @@ func (c *conn) credit(m *proto.Credit) {
 	s := c.subs[m.SubscriptionID]
 	c.mu.Unlock()
 	if s == nil {
+		c.srv.Counters.countError(proto.CodeSubscriptionIDDoesNotExist)
 		c.out.send(&proto.CreditResponse{Code: proto.CodeSubscriptionIDDoesNotExist, SubscriptionID: m.SubscriptionID})
 		return
 	}
@@ -348,6 +349,7 @@ func (c *conn) queryOffset(m *proto.QueryOffset) {
 		}
 		resp.Offset = off
 	}
+	c.srv.Counters.countError(resp.Code)
 	c.out.send(resp)
 }
 
@@ -371,5 +373,6 @@ func (c *conn) streamGone(st *streamState) {
 	for _, s := range subs {
 		s.stop()
 	}
+	c.srv.Counters.countError(proto.CodeStreamNotAvailable)
 	c.out.send(&proto.MetadataUpdate{Code: proto.CodeStreamNotAvailable, Stream: st.name})
 }

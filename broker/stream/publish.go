@@ -66,6 +66,7 @@ func (c *conn) publish(m *proto.Publish) {
 		for i, msg := range m.Messages {
 			pe.Errors[i] = proto.PublishingError{PublishingID: msg.PublishingID, Code: proto.CodePublisherDoesNotExist}
 		}
+		c.srv.Counters.countError(proto.CodePublisherDoesNotExist)
 		c.out.send(pe)
 		return
 	}
@@ -82,6 +83,7 @@ func (c *conn) publish(m *proto.Publish) {
 		for _, msg := range m.Messages {
 			pe.Errors = append(pe.Errors, proto.PublishingError{PublishingID: msg.PublishingID, Code: proto.CodeInternalError})
 		}
+		c.srv.Counters.countError(proto.CodeInternalError)
 		c.out.send(pe)
 		return
 	}
@@ -115,5 +117,6 @@ func (c *conn) queryPublisherSequence(m *proto.QueryPublisherSequence) {
 			resp.Sequence = uint64(seq)
 		}
 	}
+	c.srv.Counters.countError(resp.Code)
 	c.out.send(resp)
 }

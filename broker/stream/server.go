@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warrenmq/warren/broker/counters"
 	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/netaccept"
 	"github.com/warrenmq/warren/broker/stream/proto"
@@ -56,6 +57,8 @@ type Config struct {
 	// OutputBufferBytes bounds a connection's queued output: deliveries wait
 	// while it is fuller (default 4 MiB).
 	OutputBufferBytes int
+	// Churn (made when nil) counts connections opened and closed.
+	Churn *counters.Churn
 }
 
 // ProtocolVersion is the RabbitMQ version whose stream protocol the server
@@ -67,6 +70,17 @@ const ProtocolVersion = "4.2.0"
 // Counters are the server's cumulative counters.
 type Counters struct {
 	Published, Confirmed, Duplicates, Delivered, ChunksDelivered atomic.Uint64
+	// Errors counts the error codes the server answered or closed with,
+	// by code (proto.CodeStreamDoesNotExist ... proto.CodePublisherDoesNotExist),
+	// as RabbitMQ's rabbitmq_global_stream_error_*_total.
+	Errors [proto.CodePublisherDoesNotExist + 1]atomic.Uint64
+}
+
+// countError counts an error code sent to a client (not OK, not no-offset).
+func (c *Counters) countError(code uint16) {
+	if code > proto.CodeOK && int(code) < len(c.Errors) {
+		c.Errors[code].Add(1)
+	}
 }
 
 // Server accepts stream protocol connections.
@@ -118,6 +132,9 @@ func NewServer(cfg Config, b Backend, log *slog.Logger) *Server {
 	}
 	if cfg.OutputBufferBytes <= 0 {
 		cfg.OutputBufferBytes = 4 << 20
+	}
+	if cfg.Churn == nil {
+		cfg.Churn = &counters.Churn{}
 	}
 	if log == nil {
 		log = slog.Default()
@@ -210,12 +227,14 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, overTLS bool) error
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
+		s.cfg.Churn.ConnectionsOpened.Add(1)
 		go func() {
 			defer s.wg.Done()
 			c.serve(ctx)
 			s.mu.Lock()
 			delete(s.conns, c)
 			s.mu.Unlock()
+			s.cfg.Churn.ConnectionsClosed.Add(1)
 		}()
 	})
 }
@@ -292,4 +311,22 @@ func (s *Server) ConnectionCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.conns)
+}
+
+// PublishersConsumers counts the declared publishers and the
+// subscriptions of every connection.
+func (s *Server) PublishersConsumers() (publishers, consumers int) {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns { // c.mu is never taken under s.mu
+		c.mu.Lock()
+		publishers += len(c.publishers)
+		consumers += len(c.subs)
+		c.mu.Unlock()
+	}
+	return publishers, consumers
 }

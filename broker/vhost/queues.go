@@ -64,6 +64,7 @@ func (v *Vhost) DeclareQueue(ctx context.Context, d QueueDecl) (queue.Queue, boo
 		if t, ok := e.q.(interface{ Touch() }); ok {
 			t.Touch()
 		}
+		v.cfg.Churn.QueuesDeclared.Add(1)
 		return e.q, false, nil
 	}
 	if d.Passive {
@@ -104,6 +105,8 @@ func (v *Vhost) DeclareQueue(ctx context.Context, d QueueDecl) (queue.Queue, boo
 	}
 	v.queues[d.Name] = &queueEntry{q: q, owner: owner}
 	v.routes.AddQueue(d.Name)
+	v.cfg.Churn.QueuesDeclared.Add(1)
+	v.cfg.Churn.QueuesCreated.Add(1)
 	return q, true, nil
 }
 
@@ -204,6 +207,7 @@ func (v *Vhost) DeleteQueue(ctx context.Context, name string, o QueueDeleteOptio
 	// The stored queue's bindings go with it (meta cascades the delete).
 	_, autoDeleted := v.routes.RemoveQueue(name)
 	v.mu.Unlock()
+	v.cfg.Churn.QueuesDeleted.Add(1)
 
 	info := e.q.Info()
 	if info.Durable && !info.Exclusive {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/warrenmq/warren/broker/config"
+	"github.com/warrenmq/warren/broker/counters"
 	"github.com/warrenmq/warren/broker/message"
 	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/queue"
@@ -34,6 +35,8 @@ type Config struct {
 	// disk alarm.
 	Disk *store.DiskWatch
 	Log  *slog.Logger
+	// Churn (may be nil) counts queues declared, created and deleted.
+	Churn *counters.Churn
 }
 
 // Settings are a vhost's effective storage settings.
@@ -73,6 +76,9 @@ type queueEntry struct {
 func Open(ctx context.Context, cfg Config) (*Vhost, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.Churn == nil {
+		cfg.Churn = &counters.Churn{}
 	}
 	st, err := store.OpenVhost(ctx, store.VhostConfig{Dir: cfg.Dir, Disk: cfg.Disk, Log: cfg.Log.With("vhost", cfg.Name)})
 	if err != nil {

@@ -312,3 +312,27 @@ func (s *Server) nodeMemory(w http.ResponseWriter, r *http.Request, u caller) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"memory": memoryBreakdown(queues)})
 }
+
+// unsupported answers a write of what Warren does not have (runtime
+// parameters, operator policies, vhost and user limits): 400 saying so,
+// as RabbitMQ refuses a parameter of a component it does not know.
+func (s *Server) unsupported(w http.ResponseWriter, r *http.Request, u caller) {
+	what := map[string]string{"parameters": "runtime parameters", "operator-policies": "operator policies", "vhost-limits": "virtual host limits", "user-limits": "user limits"}[firstSegment(r)]
+	writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("%s are not supported by Warren", what))
+}
+
+// notFound answers the delete of something Warren never has.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request, u caller) {
+	writeError(w, http.StatusNotFound, "not_found", "Object Not Found")
+}
+
+// firstSegment is the path's segment after /api/.
+func firstSegment(r *http.Request) string {
+	p := r.URL.Path[len("/api/"):]
+	for i := 0; i < len(p); i++ {
+		if p[i] == '/' {
+			return p[:i]
+		}
+	}
+	return p
+}

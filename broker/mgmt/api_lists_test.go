@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -98,6 +99,8 @@ func TestRabbitmqadminEndpoints(t *testing.T) {
 			return expectFields(b, map[string]any{"name": "guest"}) + expectLen(field(b, "tags"), 1)
 		}},
 		{"/api/extensions", func(b any) string { return expectLen(b, 0) }},
+		{"/api/operator-policies", func(b any) string { return expectLen(b, 0) }},
+		{"/api/operator-policies/%2F", func(b any) string { return expectLen(b, 0) }},
 		{"/api/nodes/" + n.Cfg.NodeName + "/memory", func(b any) string {
 			if rss, _ := field(b, "memory", "total", "rss").(float64); rss <= 0 {
 				return fmt.Sprintf("memory.total.rss = %v, want > 0", rss)
@@ -116,6 +119,15 @@ func TestRabbitmqadminEndpoints(t *testing.T) {
 			}
 		})
 	}
+	t.Run("what Warren does not have is refused saying so", func(t *testing.T) {
+		for _, path := range []string{"/api/parameters/federation-upstream/%2F/up", "/api/operator-policies/%2F/op", "/api/vhost-limits/%2F/max-connections", "/api/user-limits/guest/max-channels"} {
+			code, body := a.do("PUT", path, map[string]any{"value": 10, "pattern": "x", "definition": map[string]any{}})
+			if code != 400 || !json.Valid(body) || !contains(string(body), "not supported by Warren") {
+				t.Errorf("PUT %s: %d %s, want 400 saying it is not supported", path, code, body)
+			}
+			a.must("DELETE", path, nil, 404)
+		}
+	})
 	t.Run("a protocol without a listener fails the check", func(t *testing.T) {
 		a.must("GET", "/api/health/checks/protocol-listener/mqtt", nil, 503)
 	})
@@ -160,6 +172,8 @@ func (a api) list2(method, path string, body any) []map[string]any {
 	}
 	return out
 }
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func expectLen(v any, want int) string {
 	l, ok := v.([]any)

@@ -92,6 +92,8 @@ func Routes() []Route {
 		{Pattern: "GET /api/vhosts/{vhost}/connections", Tag: mgmt, Vhost: path, Others: monitor, fn: (*Server).listVhostConnections},
 		{Pattern: "GET /api/vhost-limits", Tag: mgmt, Vhost: none, fn: (*Server).listNone},
 		{Pattern: "GET /api/vhost-limits/{vhost}", Tag: mgmt, Vhost: path, fn: (*Server).listNone},
+		{Pattern: "PUT /api/vhost-limits/{vhost}/{name}", Tag: admin, Vhost: path, fn: (*Server).unsupported},
+		{Pattern: "DELETE /api/vhost-limits/{vhost}/{name}", Tag: admin, Vhost: path, fn: (*Server).notFound},
 
 		{Pattern: "GET /api/users", Tag: admin, Vhost: none, fn: (*Server).listUsers},
 		{Pattern: "GET /api/users/{user}", Tag: admin, Vhost: none, fn: (*Server).getUser},
@@ -99,6 +101,8 @@ func Routes() []Route {
 		{Pattern: "DELETE /api/users/{user}", Tag: admin, Vhost: none, fn: (*Server).deleteUser},
 		{Pattern: "GET /api/user-limits", Tag: admin, Vhost: none, fn: (*Server).listNone},
 		{Pattern: "GET /api/user-limits/{user}", Tag: mgmt, Vhost: none, Others: monitor, fn: (*Server).listUserLimits},
+		{Pattern: "PUT /api/user-limits/{user}/{name}", Tag: admin, Vhost: none, fn: (*Server).unsupported},
+		{Pattern: "DELETE /api/user-limits/{user}/{name}", Tag: admin, Vhost: none, fn: (*Server).notFound},
 
 		{Pattern: "GET /api/permissions", Tag: admin, Vhost: none, fn: (*Server).listPermissions},
 		{Pattern: "GET /api/permissions/{vhost}/{user}", Tag: admin, Vhost: path, fn: (*Server).getPermission},
@@ -115,6 +119,12 @@ func Routes() []Route {
 		{Pattern: "GET /api/parameters/{component}", Tag: policy, Vhost: none, fn: (*Server).listNone},
 		{Pattern: "GET /api/parameters/{component}/{vhost}", Tag: policy, Vhost: path, fn: (*Server).listNone},
 		{Pattern: "GET /api/global-parameters", Tag: policy, Vhost: none, fn: (*Server).globalParameters},
+		{Pattern: "PUT /api/parameters/{component}/{vhost}/{name}", Tag: policy, Vhost: path, fn: (*Server).unsupported},
+		{Pattern: "DELETE /api/parameters/{component}/{vhost}/{name}", Tag: policy, Vhost: path, fn: (*Server).notFound},
+		{Pattern: "GET /api/operator-policies", Tag: mgmt, Vhost: none, fn: (*Server).listNone},
+		{Pattern: "GET /api/operator-policies/{vhost}", Tag: mgmt, Vhost: path, fn: (*Server).listNone},
+		{Pattern: "PUT /api/operator-policies/{vhost}/{name}", Tag: admin, Vhost: path, fn: (*Server).unsupported},
+		{Pattern: "DELETE /api/operator-policies/{vhost}/{name}", Tag: admin, Vhost: path, fn: (*Server).notFound},
 
 		{Pattern: "GET /api/queues", Tag: mgmt, Vhost: none, fn: (*Server).listQueues},
 		{Pattern: "GET /api/queues/{vhost}", Tag: mgmt, Vhost: path, fn: (*Server).listQueues},

@@ -10,6 +10,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/warrenmq/warren/broker/amqp/wire"
 	"github.com/warrenmq/warren/broker/brokertest"
 )
 
@@ -219,5 +220,94 @@ func TestDirectReplyToClosedChannel(t *testing.T) {
 	var e *amqp091.Error
 	if !errors.As(err, &e) || e.Code != amqp091.NotFound {
 		t.Fatalf("passive declare of a closed channel's reply name: %v, want 404", err)
+	}
+}
+
+// TestProbeReplyConsumerThatNeverReads: replies go to a direct reply-to
+// consumer beyond any prefetch, so a requester that never reads its socket
+// must not make the broker hold what it is sent: past
+// amqp.output_buffer_limit the replies are dropped (as RabbitMQ drops
+// replies its consumer has no credit for), the responder's publishes are
+// still confirmed, and the broker's heap stays bounded.
+func TestProbeReplyConsumerThatNeverReads(t *testing.T) {
+	const bound = 64 << 20
+	n := brokertest.Start(t)
+	server := n.Channel(t)
+	declare(t, server, "rpc", false, nil)
+	base := liveHeap()
+
+	nc, _ := rawClient(t, n.AMQPAddr(), 0)
+	props := (&wire.Properties{ReplyTo: replyTo}).Append(nil)
+	b := wire.AppendMethodFrame(nil, 1, &wire.BasicConsume{Queue: replyTo, NoAck: true})
+	b = wire.AppendMethodFrame(b, 1, &wire.BasicPublish{RoutingKey: "rpc"})
+	b = wire.AppendHeaderFrame(b, 1, wire.ClassBasic, 3, props)
+	b = wire.AppendBodyFrames(b, 1, []byte("req"), 131072)
+	if _, err := nc.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	name := consumeN(t, server, "rpc", 1, false)[0].ReplyTo
+	if !strings.HasPrefix(name, replyTo+".") {
+		t.Fatalf("request's reply_to %q", name)
+	}
+
+	// 300 MB of replies to a client that reads none of them.
+	reply := make([]byte, 1<<20)
+	bodies := make([]string, 300)
+	for i := range bodies {
+		bodies[i] = string(reply)
+	}
+	publishConfirmed(t, server, "", name, bodies, false)
+	if grown := liveHeap() - base; grown > bound {
+		t.Fatalf("broker heap grew by %d MB for replies its consumer does not read (bound %d MB)", grown>>20, bound>>20)
+	}
+}
+
+// TestDirectReplyToOtherVhost: a reply name reaches its channel from its
+// own vhost only; from another it is an unknown queue.
+func TestDirectReplyToOtherVhost(t *testing.T) {
+	n := brokertest.Start(t)
+	if code := n.API(t, "PUT", "/api/vhosts/other", map[string]any{}, nil); code/100 != 2 {
+		t.Fatalf("create vhost: %d", code)
+	}
+	if code := n.API(t, "PUT", "/api/permissions/other/guest", map[string]any{"configure": ".*", "write": ".*", "read": ".*"}, nil); code/100 != 2 {
+		t.Fatalf("set permissions: %d", code)
+	}
+	client := n.Channel(t)
+	replies, err := client.Consume(replyTo, "", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := n.Channel(t)
+	declare(t, server, "rpc", false, nil)
+	if err := client.Publish("", "rpc", false, false, amqp091.Publishing{ReplyTo: replyTo, Body: []byte("req")}); err != nil {
+		t.Fatal(err)
+	}
+	name := consumeN(t, server, "rpc", 1, false)[0].ReplyTo
+
+	conn, err := amqp091.Dial(n.URLFor("guest", "guest", "other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	other, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	ok, ret := publishConfirmedReturn(t, other, name, true, amqp091.Publishing{Body: []byte("from another vhost")})
+	if !ok || ret == nil || ret.ReplyCode != amqp091.NoRoute {
+		t.Fatalf("reply from another vhost: confirmed %v, returned %+v; want returned 312", ok, ret)
+	}
+	select {
+	case d := <-replies:
+		t.Fatalf("a reply from another vhost was delivered: %q", d.Body)
+	case <-time.After(200 * time.Millisecond):
+	}
+	_, err = other.QueueDeclarePassive(name, false, false, false, false, nil)
+	var e *amqp091.Error
+	if !errors.As(err, &e) || e.Code != amqp091.NotFound {
+		t.Fatalf("passive declare from another vhost: %v, want 404", err)
 	}
 }

@@ -22,8 +22,10 @@ def add(x, y):
 
 @app.task
 def slow_square(x):
+    """x*x after 0.2 s, with the worker process and when it ran."""
+    start = time.time()
     time.sleep(0.2)
-    return x * x
+    return [x * x, os.getpid(), start, time.time()]
 
 
 @app.task

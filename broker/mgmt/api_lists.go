@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -166,6 +167,26 @@ func (s *Server) listUserConnections(w http.ResponseWriter, r *http.Request, u c
 	writeJSON(w, http.StatusOK, out)
 }
 
+// closeUserConnections is DELETE /api/connections/username/{user}: closes
+// a user's connections, for that user or an administrator.
+func (s *Server) closeUserConnections(w http.ResponseWriter, r *http.Request, u caller) {
+	user := pv(r, "user")
+	if !u.mayReach(user) {
+		writeError(w, http.StatusUnauthorized, "not_authorised", "User not authorised to access object")
+		return
+	}
+	for _, c := range s.b.Connections() {
+		if c.User != user {
+			continue
+		}
+		if err := s.b.CloseConnection(c.Name, r.Header.Get("X-Reason")); err != nil && !errors.Is(err, amqp.ErrNoConnection) {
+			writeErr(w, err)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
 // listNone answers a list Warren has nothing for (runtime parameters,
 // vhost limits, deprecated features in use): [], after the route's checks
 // and, with a vhost in the path, a 404 for a vhost that does not exist.
@@ -324,6 +345,22 @@ func (s *Server) unsupported(w http.ResponseWriter, r *http.Request, u caller) {
 // notFound answers the delete of something Warren never has.
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request, u caller) {
 	writeError(w, http.StatusNotFound, "not_found", "Object Not Found")
+}
+
+// clearLimit clears a vhost or user limit: none is ever set, so it is done
+// (204) once the vhost or user exists, as RabbitMQ answers.
+func (s *Server) clearLimit(w http.ResponseWriter, r *http.Request, u caller) {
+	exists := false
+	if user := pv(r, "user"); user != "" {
+		_, exists = s.b.Meta().User(user)
+	} else {
+		_, exists = s.b.Meta().Vhost(pathVhost(r, "vhost"))
+	}
+	if !exists {
+		s.notFound(w, r, u)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // firstSegment is the path's segment after /api/.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
@@ -120,12 +121,31 @@ func TestRabbitmqadminEndpoints(t *testing.T) {
 		})
 	}
 	t.Run("what Warren does not have is refused saying so", func(t *testing.T) {
-		for _, path := range []string{"/api/parameters/federation-upstream/%2F/up", "/api/operator-policies/%2F/op", "/api/vhost-limits/%2F/max-connections", "/api/user-limits/guest/max-channels"} {
-			code, body := a.do("PUT", path, map[string]any{"value": 10, "pattern": "x", "definition": map[string]any{}})
+		for _, tt := range []struct {
+			path   string
+			delete int // none is set: nothing to delete, or nothing to clear
+		}{
+			{"/api/parameters/federation-upstream/%2F/up", 404}, {"/api/operator-policies/%2F/op", 404},
+			{"/api/vhost-limits/%2F/max-connections", 204}, {"/api/user-limits/guest/max-channels", 204},
+			{"/api/vhost-limits/nowhere/max-connections", 404}, {"/api/user-limits/nobody/max-channels", 404},
+		} {
+			code, body := a.do("PUT", tt.path, map[string]any{"value": 10, "pattern": "x", "definition": map[string]any{}})
 			if code != 400 || !json.Valid(body) || !contains(string(body), "not supported by Warren") {
-				t.Errorf("PUT %s: %d %s, want 400 saying it is not supported", path, code, body)
+				t.Errorf("PUT %s: %d %s, want 400 saying it is not supported", tt.path, code, body)
 			}
-			a.must("DELETE", path, nil, 404)
+			a.must("DELETE", tt.path, nil, tt.delete)
+		}
+	})
+	t.Run("closing a user's connections", func(t *testing.T) {
+		closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+		a.must("DELETE", "/api/connections/username/guest", nil, 204)
+		select {
+		case e := <-closed:
+			if e == nil || e.Code != 320 {
+				t.Fatalf("closed with %v, want 320 CONNECTION_FORCED", e)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("guest's connection is still open")
 		}
 	})
 	t.Run("a protocol without a listener fails the check", func(t *testing.T) {
@@ -137,6 +157,7 @@ func TestRabbitmqadminEndpoints(t *testing.T) {
 		m := api{t: t, base: n.HTTPURL(), user: "mgmt-only", pass: "pw"}
 		m.must("GET", "/api/connections/username/guest", nil, 401)
 		m.must("GET", "/api/user-limits/guest", nil, 401)
+		m.must("DELETE", "/api/connections/username/guest", nil, 401)
 		if got := len(m.list("/api/consumers")); got != 0 {
 			t.Fatalf("a management user sees %d consumers of guest's, want 0", got)
 		}

@@ -93,7 +93,7 @@ func Routes() []Route {
 		{Pattern: "GET /api/vhost-limits", Tag: mgmt, Vhost: none, fn: (*Server).listNone},
 		{Pattern: "GET /api/vhost-limits/{vhost}", Tag: mgmt, Vhost: path, fn: (*Server).listNone},
 		{Pattern: "PUT /api/vhost-limits/{vhost}/{name}", Tag: admin, Vhost: path, fn: (*Server).unsupported},
-		{Pattern: "DELETE /api/vhost-limits/{vhost}/{name}", Tag: admin, Vhost: path, fn: (*Server).notFound},
+		{Pattern: "DELETE /api/vhost-limits/{vhost}/{name}", Tag: admin, Vhost: path, fn: (*Server).clearLimit},
 
 		{Pattern: "GET /api/users", Tag: admin, Vhost: none, fn: (*Server).listUsers},
 		{Pattern: "GET /api/users/{user}", Tag: admin, Vhost: none, fn: (*Server).getUser},
@@ -102,7 +102,7 @@ func Routes() []Route {
 		{Pattern: "GET /api/user-limits", Tag: admin, Vhost: none, fn: (*Server).listNone},
 		{Pattern: "GET /api/user-limits/{user}", Tag: mgmt, Vhost: none, Others: monitor, fn: (*Server).listUserLimits},
 		{Pattern: "PUT /api/user-limits/{user}/{name}", Tag: admin, Vhost: none, fn: (*Server).unsupported},
-		{Pattern: "DELETE /api/user-limits/{user}/{name}", Tag: admin, Vhost: none, fn: (*Server).notFound},
+		{Pattern: "DELETE /api/user-limits/{user}/{name}", Tag: admin, Vhost: none, fn: (*Server).clearLimit},
 
 		{Pattern: "GET /api/permissions", Tag: admin, Vhost: none, fn: (*Server).listPermissions},
 		{Pattern: "GET /api/permissions/{vhost}/{user}", Tag: admin, Vhost: path, fn: (*Server).getPermission},
@@ -156,6 +156,7 @@ func Routes() []Route {
 		{Pattern: "GET /api/connections/{name}", Tag: mgmt, Vhost: none, Others: monitor, fn: (*Server).getConnection},
 		{Pattern: "DELETE /api/connections/{name}", Tag: mgmt, Vhost: none, Others: admin, fn: (*Server).deleteConnection},
 		{Pattern: "GET /api/connections/username/{user}", Tag: mgmt, Vhost: none, Others: monitor, fn: (*Server).listUserConnections},
+		{Pattern: "DELETE /api/connections/username/{user}", Tag: mgmt, Vhost: none, Others: admin, fn: (*Server).closeUserConnections},
 		{Pattern: "GET /api/channels", Tag: mgmt, Vhost: none, Others: monitor, fn: (*Server).listChannels},
 		{Pattern: "GET /api/consumers", Tag: mgmt, Vhost: none, Others: monitor, fn: (*Server).listConsumers},
 		{Pattern: "GET /api/consumers/{vhost}", Tag: mgmt, Vhost: path, Others: monitor, fn: (*Server).listConsumers},

@@ -555,6 +555,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, u caller) {
 	}
 	if u.monitor {
 		out["message_stats"] = s.globalMessageStats()
+		out["churn_rates"] = s.churnRates()
 		var listeners []map[string]any
 		for proto, addr := range s.b.Listeners() {
 			host, port, _ := net.SplitHostPort(addr)

@@ -12,12 +12,16 @@ var globalStats = [...]string{"publish", "deliver_get", "ack", "confirm", "redel
 // The queue counters, under RabbitMQ's names.
 var queueStats = [...]string{"publish", "deliver_get", "ack"}
 
+// The overview's churn counters, under RabbitMQ's names.
+var churnStats = [...]string{"connection_created", "connection_closed", "channel_created", "channel_closed", "queue_declared", "queue_created", "queue_deleted"}
+
 type queueKey struct{ vhost, name string }
 
 // sample is the node's cumulative counters at one moment.
 type sample struct {
 	at     time.Time
 	global [len(globalStats)]uint64
+	churn  [len(churnStats)]uint64
 	queues map[queueKey][len(queueStats)]uint64
 }
 
@@ -53,6 +57,7 @@ func (s *Server) takeSample() {
 	smp := &sample{at: time.Now(), queues: map[queueKey][len(queueStats)]uint64{}}
 	unroutable, returned := c.Unroutable.Load(), c.Returned.Load()
 	smp.global = [len(globalStats)]uint64{c.Published.Load(), c.Delivered(), c.Acked.Load(), c.Confirmed.Load(), c.Redelivered.Load(), returned, unroutable - min(returned, unroutable)}
+	smp.churn = s.churnCounts()
 	for _, v := range s.b.VhostList() {
 		for _, q := range v.Queues() {
 			st := q.Stats()
@@ -135,4 +140,25 @@ func sumQueueStats(into, add map[string]any) {
 		}
 		into[n+"_details"] = map[string]any{"rate": r + add[n+"_details"].(map[string]any)["rate"].(float64)}
 	}
+}
+
+// churnCounts reads the node's churn counters in churnStats' order.
+func (s *Server) churnCounts() [len(churnStats)]uint64 {
+	c := s.b.Churn()
+	return [len(churnStats)]uint64{c.ConnectionsOpened.Load(), c.ConnectionsClosed.Load(), c.ChannelsOpened.Load(), c.ChannelsClosed.Load(),
+		c.QueuesDeclared.Load(), c.QueuesCreated.Load(), c.QueuesDeleted.Load()}
+}
+
+// churnRates is the overview's churn_rates: connections and channels
+// opened and closed, queues declared, created and deleted, each a count
+// since the node started with its rate over the last sample period.
+func (s *Server) churnRates() map[string]any {
+	counts := s.churnCounts()
+	rs := make([]float64, len(churnStats))
+	if prev, last := s.rates.pair(); prev != nil {
+		for i := range rs {
+			rs[i] = rate(prev.churn[i], last.churn[i], last.at.Sub(prev.at))
+		}
+	}
+	return withRates(churnStats[:], counts[:], rs)
 }

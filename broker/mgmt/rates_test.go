@@ -75,6 +75,58 @@ func TestMessageStatsRates(t *testing.T) {
 	}
 }
 
+// TestChurnRates: connections and channels opened and closed and queues
+// declared, created and deleted show in the overview's churn_rates as
+// counts and rates (rabbitmqadmin show churn), the rates back to 0 after.
+func TestChurnRates(t *testing.T) {
+	n := brokertest.Start(t, func(c *config.Config) { c.HTTP.CollectStatisticsInterval = 200 * time.Millisecond })
+	a := newAPI(t, n)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			conn, err := amqp091.Dial(n.URL())
+			if err != nil {
+				return
+			}
+			ch, err := conn.Channel()
+			if err == nil {
+				name := fmt.Sprintf("churn-%d", i)
+				_, _ = ch.QueueDeclare(name, false, false, false, false, nil)
+				_, _ = ch.QueueDeclare(name, false, false, false, false, nil)
+				_, _ = ch.QueueDelete(name, false, false, false)
+				_ = ch.Close()
+			}
+			_ = conn.Close()
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	stats := []string{"connection_created", "connection_closed", "channel_created", "channel_closed", "queue_declared", "queue_created", "queue_deleted"}
+	check := func(ok func(float64) bool) func() error {
+		return func() error {
+			var body map[string]any
+			if err := json.Unmarshal(a.must("GET", "/api/overview", nil, 200), &body); err != nil {
+				return err
+			}
+			churn, _ := body["churn_rates"].(map[string]any)
+			for _, s := range stats {
+				if c, _ := churn[s].(float64); c <= 0 {
+					return fmt.Errorf("churn_rates.%s = %v, want a count above 0", s, churn[s])
+				}
+				if r, isNum := field(churn, s+"_details", "rate").(float64); !isNum || !ok(r) {
+					return fmt.Errorf("churn_rates.%s_details.rate = %v", s, field(churn, s+"_details", "rate"))
+				}
+			}
+			return nil
+		}
+	}
+	eventually.Succeeds(t, 10e9, "churn rates above 0 while clients come and go", check(func(r float64) bool { return r > 0 }))
+	stop()
+	<-done
+	eventually.Succeeds(t, 10e9, "churn rates back to 0", check(func(r float64) bool { return r == 0 }))
+}
+
 // checkRates reads path's message_stats and checks each stat has a count
 // and a rate that ok accepts.
 func checkRates(a api, path string, stats []string, ok func(float64) bool) error {

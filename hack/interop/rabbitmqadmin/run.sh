@@ -168,6 +168,8 @@ ok "vhosts list" vhosts list && has "vhosts list" interop
 # show
 ok "show overview" show overview && has "show overview" Warren
 ok "show churn" show churn && has "show churn" "connections opened"
+opened=$(awk '/connections opened/ {print $NF}' <<<"$out")
+[ "${opened:-0}" -ge 2 ] 2>/dev/null || fail "show churn: connections opened is '$opened', want at least the 2 held ones: $out"
 ok "show memory_breakdown_in_bytes" show memory_breakdown_in_bytes --node "$node"
 ok "show memory_breakdown_in_percent" show memory_breakdown_in_percent --node "$node"
 ok "show endpoint" show endpoint

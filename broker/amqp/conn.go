@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/warrenmq/warren/broker/amqp/wire"
@@ -151,10 +152,29 @@ func (c *conn) serve(ctx context.Context) {
 	c.cleanup(ctx)
 	c.acks.flush() // what cleanup settled
 	c.acks.stop()
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, errClientClosed) {
-		c.srv.log.Debug("amqp connection closed", "conn", c.name, "err", err)
-	}
+	c.logClosed(err)
 	c.stopWriter()
+}
+
+// logClosed logs, at info as RabbitMQ does, the end of a connection that
+// completed its handshake: who, which vhost, for how long, and why when
+// the client did not close it with connection.close.
+func (c *conn) logClosed(err error) {
+	vhost := ""
+	if c.vh != nil {
+		vhost = c.vh.Name()
+	}
+	dur := time.Since(c.connectedAt).Round(time.Millisecond)
+	head := fmt.Sprintf("closing AMQP connection (%s, vhost: '%s', user: '%s', duration: '%s')", c.name, vhost, c.user, dur)
+	attrs := []any{"peer", c.peer(), "user", c.user, "vhost", vhost}
+	switch {
+	case err == nil || errors.Is(err, errClientClosed):
+		c.srv.log.Info(head, attrs...)
+	case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET):
+		c.srv.log.Info(head+": client unexpectedly closed TCP connection", attrs...)
+	default:
+		c.srv.log.Info(head+": "+err.Error(), attrs...)
+	}
 }
 
 func (c *conn) readLoop(ctx context.Context) error {

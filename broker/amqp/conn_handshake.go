@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/broker/amqp/wire"
+	"github.com/warrenmq/warren/broker/auth"
 	"github.com/warrenmq/warren/broker/meta"
 )
 
@@ -44,6 +45,9 @@ func (c *conn) handshake() error {
 	if err != nil {
 		return fmt.Errorf("read protocol header: %w", err)
 	}
+	// As RabbitMQ: logged once the client sent something, so TCP health
+	// checks that connect and go are not.
+	c.srv.log.Info("accepting AMQP connection "+c.name, "peer", c.peer())
 	if string(hdr[:]) != wire.ProtocolHeader {
 		_, _ = c.nc.Write([]byte(wire.ProtocolHeader))
 		return fmt.Errorf("bad protocol header %q", hdr[:])
@@ -72,9 +76,11 @@ func (c *conn) handshake() error {
 	}
 	user, pass, err := decodeSASL(startOk.Mechanism, startOk.Response)
 	if err != nil {
+		c.logRefused("starting", "", "malformed credentials", fmt.Sprintf("%s login refused: %v", startOk.Mechanism, err))
 		return c.handshakeFail(newError(wire.AccessRefused, "%s", err))
 	}
 	if err := c.srv.backend.Authenticate(user, pass, c.nc.RemoteAddr()); err != nil {
+		c.logRefused("starting", user, refusalReason(err), fmt.Sprintf("%s login refused: %s", startOk.Mechanism, strings.TrimPrefix(err.Error(), auth.ErrRefused.Error()+": ")))
 		return c.handshakeFail(newError(wire.AccessRefused, "Login was refused using authentication mechanism %s. For details see the broker logfile.", startOk.Mechanism))
 	}
 	c.user = user
@@ -106,18 +112,51 @@ func (c *conn) handshake() error {
 	}
 	vh, ok := c.srv.backend.Vhost(open.VirtualHost)
 	if !ok {
-		return c.handshakeFail(newError(wire.NotAllowed, "vhost '%s' not found", open.VirtualHost))
+		e := newError(wire.NotAllowed, "vhost '%s' not found", open.VirtualHost)
+		c.logRefused("opening", user, "no such vhost", e.Text)
+		return c.handshakeFail(e)
 	}
 	perm, ok := c.srv.backend.Permission(user, open.VirtualHost)
 	if !ok {
-		return c.handshakeFail(newError(wire.NotAllowed, "access to vhost '%s' refused for user '%s'", open.VirtualHost, user))
+		e := newError(wire.NotAllowed, "access to vhost '%s' refused for user '%s'", open.VirtualHost, user)
+		c.logRefused("opening", user, "no access to the vhost", e.Text)
+		return c.handshakeFail(e)
 	}
 	c.vh, c.perm = vh, meta.CompilePermission(perm)
 	if err := write(&wire.ConnectionOpenOk{}); err != nil {
 		return err
 	}
+	c.srv.log.Info(fmt.Sprintf("connection %s: user '%s' authenticated and granted access to vhost '%s'", c.name, user, open.VirtualHost),
+		"peer", c.peer(), "user", user, "vhost", open.VirtualHost)
 	_ = c.nc.SetDeadline(time.Time{})
 	return nil
+}
+
+// peer is the client's address, for the log.
+func (c *conn) peer() string { return c.nc.RemoteAddr().String() }
+
+// logRefused logs, at info as RabbitMQ's connection errors read, a
+// handshake the broker refused: the client, the user it named, a short
+// reason (unknown user, wrong password, not allowed from this address, no
+// such vhost, no access to the vhost, malformed credentials) and
+// RabbitMQ's wording of it. The client itself is told less (see
+// handshake): whether a user exists is for the operator to read.
+func (c *conn) logRefused(state, user, reason, text string) {
+	c.srv.log.Info(fmt.Sprintf("Error on AMQP connection %s (state: %s): %s", c.name, state, text),
+		"peer", c.peer(), "user", user, "reason", reason)
+}
+
+// refusalReason names why a login was refused.
+func refusalReason(err error) string {
+	switch {
+	case errors.Is(err, auth.ErrUnknownUser):
+		return "unknown user"
+	case errors.Is(err, auth.ErrWrongPassword):
+		return "wrong password"
+	case errors.Is(err, auth.ErrLoopbackOnly):
+		return "not allowed from this address"
+	}
+	return "refused"
 }
 
 func negotiate32(server, client uint32) uint32 {

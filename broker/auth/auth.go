@@ -16,6 +16,15 @@ var ErrRefused = errors.New("login refused")
 // but the user may only log in from a loopback address.
 var ErrLoopbackOnly = errors.New("user can only log in via localhost")
 
+// ErrUnknownUser and ErrWrongPassword are wrapped (with ErrRefused) when
+// there is no such user and when the password is not theirs. They are for
+// the broker's log: a client is told neither (it could learn which users
+// exist).
+var (
+	ErrUnknownUser   = errors.New("no such user")
+	ErrWrongPassword = errors.New("wrong password")
+)
+
 // Users looks users up by name (meta.Store does).
 type Users interface {
 	User(name string) (meta.User, bool)
@@ -41,11 +50,14 @@ func NewChecker(users Users, loopbackUsers []string) *Checker {
 // in from remote, the peer address of the connection.
 func (c *Checker) Login(name, password string, remote net.Addr) (meta.User, error) {
 	u, ok := c.users.User(name)
-	if !ok || !u.CheckPassword(password) {
-		return meta.User{}, fmt.Errorf("%w: user '%s'", ErrRefused, name)
+	if !ok {
+		return meta.User{}, fmt.Errorf("%w: user '%s' - invalid credentials (%w)", ErrRefused, name, ErrUnknownUser)
+	}
+	if !u.CheckPassword(password) {
+		return meta.User{}, fmt.Errorf("%w: user '%s' - invalid credentials (%w)", ErrRefused, name, ErrWrongPassword)
 	}
 	if c.loopback[name] && !IsLoopback(remote) {
-		return meta.User{}, fmt.Errorf("%w: %w: user '%s' from %v", ErrRefused, ErrLoopbackOnly, name, remote)
+		return meta.User{}, fmt.Errorf("%w: user '%s' can only connect via localhost, not from %v (%w)", ErrRefused, name, remote, ErrLoopbackOnly)
 	}
 	return u, nil
 }

@@ -35,10 +35,10 @@ func TestLogin(t *testing.T) {
 		{"loopback user from IPv4-mapped loopback", "guest", "guest", "[::ffff:127.0.0.1]:5000", nil},
 		{"loopback user from another host", "guest", "guest", "192.0.2.7:5000", auth.ErrLoopbackOnly},
 		{"loopback user from an address that does not parse", "guest", "guest", "garbage", auth.ErrLoopbackOnly},
-		{"loopback user with a wrong password from another host", "guest", "x", "192.0.2.7:5000", auth.ErrRefused},
+		{"loopback user with a wrong password from another host", "guest", "x", "192.0.2.7:5000", auth.ErrWrongPassword},
 		{"other user from another host", "app", "pw", "192.0.2.7:5000", nil},
-		{"wrong password", "app", "x", "127.0.0.1:5000", auth.ErrRefused},
-		{"unknown user", "nobody", "pw", "127.0.0.1:5000", auth.ErrRefused},
+		{"wrong password", "app", "x", "127.0.0.1:5000", auth.ErrWrongPassword},
+		{"unknown user", "nobody", "pw", "127.0.0.1:5000", auth.ErrUnknownUser},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,7 +52,7 @@ func TestLogin(t *testing.T) {
 				t.Fatalf("err = %v, want %v", err, tt.want)
 			case tt.want != nil && !errors.Is(err, auth.ErrRefused):
 				t.Fatalf("err = %v does not wrap ErrRefused", err)
-			case errors.Is(tt.want, auth.ErrRefused) && errors.Is(err, auth.ErrLoopbackOnly):
+			case tt.want != auth.ErrLoopbackOnly && errors.Is(err, auth.ErrLoopbackOnly):
 				t.Fatalf("a wrong password reported as loopback-only: %v", err)
 			}
 		})

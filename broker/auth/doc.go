@@ -12,7 +12,11 @@
 // where it came from also wraps ErrLoopbackOnly, so a protocol can answer
 // with its own code for it (the stream protocol's
 // sasl_authentication_failure_loopback, HTTP's "User can only log in via
-// localhost").
+// localhost"). A wrong password wraps ErrWrongPassword and an unknown user
+// ErrUnknownUser: the listeners log the reason (at info, with the peer's
+// address, in RabbitMQ's words: "PLAIN login refused: user 'x' - invalid
+// credentials (no such user)") but tell the client only that the login was
+// refused, so a client cannot learn which users exist.
 //
 // Checker holds no mutable state and is safe for concurrent use.
 package auth

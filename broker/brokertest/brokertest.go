@@ -59,6 +59,13 @@ func StartConfig(t testing.TB, cfg config.Config) *Node {
 	if os.Getenv("WARREN_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	return StartConfigLog(t, cfg, log)
+}
+
+// StartConfigLog runs a node with cfg that logs to log (a test reads what
+// the broker said through broker/brokertest/logcapture).
+func StartConfigLog(t testing.TB, cfg config.Config, log *slog.Logger) *Node {
+	t.Helper()
 	ctx := context.Background()
 	b, err := server.New(ctx, cfg, log)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -306,12 +307,12 @@ func (c *conn) handshake(cmd proto.Command) error {
 		}
 		if m.Mechanism != "PLAIN" {
 			c.respond(proto.KeySaslAuthenticate, m.CorrelationID, proto.CodeSaslMechanismNotSupported)
-			return c.fail("sasl mechanism %q not supported", m.Mechanism)
+			return c.fail("", "mechanism not supported", "sasl mechanism %q not supported", m.Mechanism)
 		}
 		user, pass, ok := parsePlain(m.Data)
 		if !ok {
 			c.respond(proto.KeySaslAuthenticate, m.CorrelationID, proto.CodeSaslError)
-			return c.fail("malformed PLAIN response")
+			return c.fail("", "malformed credentials", "malformed PLAIN response")
 		}
 		if err := c.srv.backend.Authenticate(user, pass, c.nc.RemoteAddr()); err != nil {
 			code := proto.CodeAuthenticationFailure
@@ -319,7 +320,7 @@ func (c *conn) handshake(cmd proto.Command) error {
 				code = proto.CodeSaslAuthFailureLoopback
 			}
 			c.respond(proto.KeySaslAuthenticate, m.CorrelationID, code)
-			return c.fail("authentication failure for user %q", user)
+			return c.fail(user, refusalReason(err), "PLAIN login refused: %s", strings.TrimPrefix(err.Error(), auth.ErrRefused.Error()+": "))
 		}
 		c.user = user
 		c.state = stateTune
@@ -349,7 +350,10 @@ func (c *conn) handshake(cmd proto.Command) error {
 		if !ok || !pok {
 			c.srv.Counters.countError(proto.CodeVirtualHostAccessFailure)
 			c.out.send(&proto.OpenResponse{CorrelationID: m.CorrelationID, Code: proto.CodeVirtualHostAccessFailure})
-			return c.fail("access to vhost %q refused for user %q", m.Vhost, c.user)
+			if !ok {
+				return c.fail(c.user, "no such vhost", "vhost '%s' not found", m.Vhost)
+			}
+			return c.fail(c.user, "no access to the vhost", "access to vhost '%s' refused for user '%s'", m.Vhost, c.user)
 		}
 		c.vh, c.perm = vh, meta.CompilePermission(perm)
 		c.vhost.Store(&m.Vhost)
@@ -371,10 +375,28 @@ func (c *conn) handshake(cmd proto.Command) error {
 }
 
 // fail ends the handshake after its error response was queued.
-func (c *conn) fail(format string, args ...any) error {
-	c.srv.log.Debug("stream: handshake refused", "remote", c.nc.RemoteAddr(), "reason", fmt.Sprintf(format, args...))
+// It is logged at info, as the AMQP listener logs its refusals: the
+// client, the user it named, a short reason (unknown user, wrong
+// password, not allowed from this address, no such vhost, no access to the
+// vhost, ...) and RabbitMQ's wording.
+func (c *conn) fail(user, reason, format string, args ...any) error {
+	c.srv.log.Info(fmt.Sprintf("Error on stream connection %s -> %s: %s", c.nc.RemoteAddr(), c.nc.LocalAddr(), fmt.Sprintf(format, args...)),
+		"peer", c.nc.RemoteAddr().String(), "user", user, "reason", reason)
 	c.closing.Store(true)
 	return nil
+}
+
+// refusalReason names why a login was refused.
+func refusalReason(err error) string {
+	switch {
+	case errors.Is(err, auth.ErrUnknownUser):
+		return "unknown user"
+	case errors.Is(err, auth.ErrWrongPassword):
+		return "wrong password"
+	case errors.Is(err, auth.ErrLoopbackOnly):
+		return "not allowed from this address"
+	}
+	return "refused"
 }
 
 func negotiate(server, client uint32) uint32 {

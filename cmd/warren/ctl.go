@@ -19,7 +19,58 @@ import (
 // ctlClient talks to a node's HTTP API.
 type ctlClient struct {
 	base, user, pass string
+	quiet            bool
 	http             *http.Client
+}
+
+// say tells the user what a write command does, as rabbitmqctl does
+// ("Adding vhost \"x\" ..."), unless --quiet.
+func (c *ctlClient) say(cmd *cobra.Command, format string, args ...any) {
+	if !c.quiet {
+		fmt.Fprintf(cmd.OutOrStdout(), format+"\n", args...)
+	}
+}
+
+// ctlKind is what `warren ctl list` can list: the HTTP API's path and the
+// columns shown.
+type ctlKind struct {
+	name string
+	cols []string
+}
+
+// ctlKinds are the kinds `warren ctl list` knows, in the order its usage
+// names them.
+func ctlKinds() []ctlKind {
+	return []ctlKind{
+		{"vhosts", []string{"name", "description", "default_queue_type"}},
+		{"users", []string{"name", "tags"}},
+		{"permissions", []string{"user", "vhost", "configure", "write", "read"}},
+		{"queues", []string{"vhost", "name", "type", "durable", "messages", "messages_unacknowledged", "consumers"}},
+		{"exchanges", []string{"vhost", "name", "type", "durable"}},
+		{"bindings", []string{"vhost", "source", "destination", "destination_type", "routing_key"}},
+		{"connections", []string{"name", "user", "vhost", "channels"}},
+		{"channels", []string{"name", "user", "vhost", "consumer_count", "messages_unacknowledged"}},
+		{"policies", []string{"vhost", "name", "pattern", "apply-to", "priority"}},
+	}
+}
+
+// listKindArg accepts exactly one known kind; otherwise its error names
+// them all, so a bare `warren ctl list` says what it can list.
+func listKindArg(_ *cobra.Command, args []string) error {
+	var names []string
+	for _, k := range ctlKinds() {
+		if len(args) == 1 && args[0] == k.name {
+			return nil
+		}
+		names = append(names, k.name)
+	}
+	switch {
+	case len(args) == 0:
+		return fmt.Errorf("list what? Usage: warren ctl list KIND, where KIND is one of: %s", strings.Join(names, ", "))
+	case len(args) > 1:
+		return fmt.Errorf("list takes one KIND, got %d (%s); KIND is one of: %s", len(args), strings.Join(args, " "), strings.Join(names, ", "))
+	}
+	return fmt.Errorf("unknown kind %q; KIND is one of: %s", args[0], strings.Join(names, ", "))
 }
 
 func (c *ctlClient) do(method, path string, body any, out any) error {
@@ -74,32 +125,28 @@ func newCtlCmd() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&c.base, "url", envOr("WARREN_URL", "http://localhost:15672"), "HTTP API base URL")
 	cmd.PersistentFlags().StringVar(&c.user, "user", envOr("WARREN_USER", "guest"), "user name")
 	cmd.PersistentFlags().StringVar(&c.pass, "password", envOr("WARREN_PASSWORD", "guest"), "password")
+	cmd.PersistentFlags().BoolVarP(&c.quiet, "quiet", "q", false, "do not say what a write command does")
 
+	var kindNames []string
+	for _, k := range ctlKinds() {
+		kindNames = append(kindNames, k.name)
+	}
 	list := &cobra.Command{
 		Use:       "list KIND",
-		Short:     "List vhosts, users, queues, exchanges, bindings, connections, channels or policies",
-		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"vhosts", "users", "queues", "exchanges", "bindings", "connections", "channels", "policies", "permissions"},
+		Short:     "List " + strings.Join(kindNames, ", "),
+		Args:      listKindArg,
+		ValidArgs: kindNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var rows []map[string]any
 			if err := c.do(http.MethodGet, "/api/"+args[0], nil, &rows); err != nil {
 				return err
 			}
-			cols := map[string][]string{
-				"vhosts":      {"name", "description", "default_queue_type"},
-				"users":       {"name", "tags"},
-				"queues":      {"vhost", "name", "type", "durable", "messages", "messages_unacknowledged", "consumers"},
-				"exchanges":   {"vhost", "name", "type", "durable"},
-				"bindings":    {"vhost", "source", "destination", "destination_type", "routing_key"},
-				"connections": {"name", "user", "vhost", "channels"},
-				"channels":    {"name", "user", "vhost", "consumer_count", "messages_unacknowledged"},
-				"policies":    {"vhost", "name", "pattern", "apply-to", "priority"},
-				"permissions": {"user", "vhost", "configure", "write", "read"},
-			}[args[0]]
-			if cols == nil {
-				return fmt.Errorf("unknown kind %q", args[0])
+			for _, k := range ctlKinds() {
+				if k.name == args[0] {
+					return printTable(cmd.OutOrStdout(), k.cols, rows)
+				}
 			}
-			return printTable(cmd.OutOrStdout(), cols, rows)
+			return listKindArg(cmd, args)
 		},
 	}
 	addVhost := &cobra.Command{
@@ -107,6 +154,7 @@ func newCtlCmd() *cobra.Command {
 		Short: "Create a vhost",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			c.say(cmd, "Adding vhost %q ...", args[0])
 			return c.do(http.MethodPut, "/api/vhosts/"+url.PathEscape(args[0]), map[string]any{}, nil)
 		},
 	}
@@ -115,6 +163,7 @@ func newCtlCmd() *cobra.Command {
 		Short: "Delete a vhost and everything in it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			c.say(cmd, "Deleting vhost %q ...", args[0])
 			return c.do(http.MethodDelete, "/api/vhosts/"+url.PathEscape(args[0]), nil, nil)
 		},
 	}
@@ -164,6 +213,7 @@ func newCtlCmd() *cobra.Command {
 			if storage.defaultQueueType != "" {
 				body["default_queue_type"] = storage.defaultQueueType
 			}
+			c.say(cmd, "Setting the storage of vhost %q to %s ...", args[0], describeStorage(st, body["default_queue_type"]))
 			return c.do(http.MethodPut, path, body, nil)
 		},
 	}
@@ -179,6 +229,7 @@ func newCtlCmd() *cobra.Command {
 		Short: "Create or update a user",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			c.say(cmd, "Adding user %q ...", args[0])
 			return c.do(http.MethodPut, "/api/users/"+url.PathEscape(args[0]), map[string]any{"password": args[1], "tags": tags}, nil)
 		},
 	}
@@ -188,6 +239,7 @@ func newCtlCmd() *cobra.Command {
 		Short: "Grant a user permissions in a vhost (regular expressions)",
 		Args:  cobra.ExactArgs(5),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			c.say(cmd, "Setting permissions for user %q in vhost %q ...", args[1], args[0])
 			return c.do(http.MethodPut, "/api/permissions/"+url.PathEscape(args[0])+"/"+url.PathEscape(args[1]),
 				map[string]string{"configure": args[2], "write": args[3], "read": args[4]}, nil)
 		},
@@ -205,6 +257,7 @@ func newCtlCmd() *cobra.Command {
 				_, err := cmd.OutOrStdout().Write(buf.Bytes())
 				return err
 			}
+			c.say(cmd, "Exporting definitions in JSON to a file at %q ...", args[0])
 			return os.WriteFile(args[0], buf.Bytes(), 0o600)
 		},
 	}
@@ -217,6 +270,7 @@ func newCtlCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			c.say(cmd, "Importing definitions in JSON from a file at %q ...", args[0])
 			return c.do(http.MethodPost, "/api/definitions", json.RawMessage(data), nil)
 		},
 	}
@@ -225,11 +279,26 @@ func newCtlCmd() *cobra.Command {
 		Short: "Close a client connection by name",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			c.say(cmd, "Closing connection %q ...", args[0])
 			return c.do(http.MethodDelete, "/api/connections/"+url.PathEscape(args[0]), nil, nil)
 		},
 	}
 	cmd.AddCommand(list, addVhost, deleteVhost, setStorage, addUser, setPerms, export, imp, closeConn)
 	return cmd
+}
+
+// describeStorage writes a vhost's storage settings as key=value pairs,
+// sorted.
+func describeStorage(st map[string]any, defaultQueueType any) string {
+	var parts []string
+	for k, v := range st {
+		parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+	}
+	sort.Strings(parts)
+	if defaultQueueType != nil && defaultQueueType != "" {
+		parts = append(parts, fmt.Sprintf("default-queue-type=%v", defaultQueueType))
+	}
+	return strings.Join(parts, " ")
 }
 
 func envOr(k, def string) string {

@@ -251,7 +251,9 @@ func (s *Server) Consumers() []ConsumerInfo {
 	return out
 }
 
-// Connections lists open connections, sorted by name.
+// Connections lists open connections, sorted by name: those past the
+// handshake (whose fields the handshake no longer writes; the state's
+// atomic store after it orders them before this read).
 func (s *Server) Connections() []ConnectionInfo {
 	s.mu.Lock()
 	conns := make([]*conn, 0, len(s.conns))
@@ -261,6 +263,9 @@ func (s *Server) Connections() []ConnectionInfo {
 	s.mu.Unlock()
 	out := make([]ConnectionInfo, 0, len(conns))
 	for _, c := range conns {
+		if st, _ := c.state.Load().(string); st == "starting" {
+			continue
+		}
 		out = append(out, c.info())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

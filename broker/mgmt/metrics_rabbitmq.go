@@ -146,31 +146,54 @@ func (c *rabbitCollector) global(e emitter) {
 	e.gauge(p+"publishers", "Current number of publishers.", float64(streamPublishers), "protocol", "stream")
 	e.gauge(p+"consumers", "Current number of consumers.", float64(amqpConsumers), "protocol", "amqp091")
 	e.gauge(p+"consumers", "Current number of consumers.", float64(streamConsumers), "protocol", "stream")
-	for code, name := range streamErrorNames {
-		e.counter(p+"stream_error_"+name+"_total", "Stream protocol errors answered: "+proto.CodeText(code)+".", s.Errors[code].Load(), "protocol", "stream")
+	for code := range uint16(len(s.Errors)) {
+		if name := streamErrorName(code); name != "" {
+			e.counter(p+"stream_error_"+name+"_total", "Stream protocol errors answered: "+proto.CodeText(code)+".", s.Errors[code].Load(), "protocol", "stream")
+		}
 	}
 }
 
-// streamErrorNames names the stream protocol's error codes as RabbitMQ's
-// rabbitmq_global_stream_error_*_total counters do.
-var streamErrorNames = map[uint16]string{
-	proto.CodeStreamDoesNotExist:          "stream_does_not_exist",
-	proto.CodeSubscriptionIDAlreadyExists: "subscription_id_already_exists",
-	proto.CodeSubscriptionIDDoesNotExist:  "subscription_id_does_not_exist",
-	proto.CodeStreamAlreadyExists:         "stream_already_exists",
-	proto.CodeStreamNotAvailable:          "stream_not_available",
-	proto.CodeSaslMechanismNotSupported:   "sasl_mechanism_not_supported",
-	proto.CodeAuthenticationFailure:       "authentication_failure",
-	proto.CodeSaslError:                   "sasl_error",
-	proto.CodeSaslChallenge:               "sasl_challenge",
-	proto.CodeSaslAuthFailureLoopback:     "sasl_authentication_failure_loopback",
-	proto.CodeVirtualHostAccessFailure:    "vhost_access_failure",
-	proto.CodeUnknownFrame:                "unknown_frame",
-	proto.CodeFrameTooLarge:               "frame_too_large",
-	proto.CodeInternalError:               "internal_error",
-	proto.CodeAccessRefused:               "access_refused",
-	proto.CodePreconditionFailed:          "precondition_failed",
-	proto.CodePublisherDoesNotExist:       "publisher_does_not_exist",
+// streamErrorName names a stream protocol error code as RabbitMQ's
+// rabbitmq_global_stream_error_*_total counters do ("" for codes that are
+// not errors).
+func streamErrorName(code uint16) string {
+	switch code {
+	case proto.CodeStreamDoesNotExist:
+		return "stream_does_not_exist"
+	case proto.CodeSubscriptionIDAlreadyExists:
+		return "subscription_id_already_exists"
+	case proto.CodeSubscriptionIDDoesNotExist:
+		return "subscription_id_does_not_exist"
+	case proto.CodeStreamAlreadyExists:
+		return "stream_already_exists"
+	case proto.CodeStreamNotAvailable:
+		return "stream_not_available"
+	case proto.CodeSaslMechanismNotSupported:
+		return "sasl_mechanism_not_supported"
+	case proto.CodeAuthenticationFailure:
+		return "authentication_failure"
+	case proto.CodeSaslError:
+		return "sasl_error"
+	case proto.CodeSaslChallenge:
+		return "sasl_challenge"
+	case proto.CodeSaslAuthFailureLoopback:
+		return "sasl_authentication_failure_loopback"
+	case proto.CodeVirtualHostAccessFailure:
+		return "vhost_access_failure"
+	case proto.CodeUnknownFrame:
+		return "unknown_frame"
+	case proto.CodeFrameTooLarge:
+		return "frame_too_large"
+	case proto.CodeInternalError:
+		return "internal_error"
+	case proto.CodeAccessRefused:
+		return "access_refused"
+	case proto.CodePreconditionFailed:
+		return "precondition_failed"
+	case proto.CodePublisherDoesNotExist:
+		return "publisher_does_not_exist"
+	}
+	return ""
 }
 
 // minus is a-b, or 0 when a counter read later got ahead.

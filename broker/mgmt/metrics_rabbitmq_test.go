@@ -9,6 +9,9 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+	streamamqp "github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/message"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
 
 	"github.com/warrenmq/warren/broker/brokertest"
 	"github.com/warrenmq/warren/broker/brokertest/eventually"
@@ -264,4 +267,76 @@ func TestRabbitMQMetricsPerObject(t *testing.T) {
 	if !strings.Contains(churn, "rabbitmq_detailed_connections_opened_total 2") || strings.Contains(churn, "rabbitmq_detailed_queue_") {
 		t.Errorf("/metrics/detailed?family=connection_churn_metrics:\n%s", churn)
 	}
+}
+
+// TestRabbitMQMetricsStream checks the stream protocol's rabbitmq_global_*
+// series: messages received and confirmed, publishers and consumers, and
+// the error counters (a missing stream, a refused login).
+func TestRabbitMQMetricsStream(t *testing.T) {
+	n := brokertest.Start(t)
+	base := "http://" + n.Addr(server.ListenerPrometheus).String()
+	env, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(n.StreamURI()).SetRPCTimeout(10 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	if err := env.DeclareStream("metered", nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := env.NewProducer("metered", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	confirms := p.NotifyPublishConfirmation()
+	var batch []message.StreamMessage
+	for i := 0; i < 5; i++ {
+		batch = append(batch, streamamqp.NewMessage([]byte("s")))
+	}
+	if err := p.BatchSend(batch); err != nil {
+		t.Fatal(err)
+	}
+	for got := 0; got < 5; {
+		select {
+		case cs := <-confirms:
+			got += len(cs)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("confirms: %d of 5", got)
+		}
+	}
+	received := make(chan struct{}, 5)
+	c, err := env.NewConsumer("metered", func(stream.ConsumerContext, *streamamqp.Message) { received <- struct{}{} },
+		stream.NewConsumerOptions().SetOffset(stream.OffsetSpecification{}.First()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := 0; i < 5; i++ {
+		select {
+		case <-received:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("consumed %d of 5", i)
+		}
+	}
+	if err := env.DeleteStream("no-such-stream"); err == nil {
+		t.Fatal("deleted a stream that does not exist")
+	}
+	if bad, err := stream.NewEnvironment(stream.NewEnvironmentOptions().SetUri(n.StreamURIFor("guest", "wrong", "/"))); err == nil {
+		bad.Close()
+		t.Fatal("a wrong password was accepted")
+	}
+	eventually.Succeeds(t, 5*time.Second, "the stream counters", func() error {
+		if miss := missingLines(scrapeText(t, base+"/metrics", ""), []string{
+			`rabbitmq_global_messages_received_total{protocol="stream"} 5`,
+			`rabbitmq_global_messages_confirmed_total{protocol="stream"} 5`,
+			`rabbitmq_global_messages_delivered_total{protocol="stream"} 5`,
+			`rabbitmq_global_publishers{protocol="stream"} 1`,
+			`rabbitmq_global_consumers{protocol="stream"} 1`,
+			`rabbitmq_global_stream_error_stream_does_not_exist_total{protocol="stream"} 1`,
+			`rabbitmq_global_stream_error_authentication_failure_total{protocol="stream"} 1`,
+			`rabbitmq_global_stream_error_sasl_error_total{protocol="stream"} 0`,
+		}); len(miss) > 0 {
+			return errorList(miss)
+		}
+		return nil
+	})
 }

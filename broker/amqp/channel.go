@@ -30,6 +30,7 @@ type channel struct {
 	confirms  confirmTracker
 
 	// Consumers and unacked deliveries.
+	stats          chanStats
 	consumers      map[string]*consumer // the reader writes it under mu (setConsumer) and reads it without
 	reply          *replyConsumer       // amq.rabbitmq.reply-to consumer, reader only
 	prefetchCount  int32                // basic.qos global=false: for consumers created later
@@ -55,12 +56,16 @@ func (ch *channel) info() ChannelInfo {
 	ch.mu.Lock()
 	unacked := ch.unacked.len()
 	consumers := len(ch.consumers)
+	stats := ch.messageStatsLocked()
+	prefetch, confirm, tx := ch.prefetchCount, ch.confirmMode, ch.txMode
 	ch.mu.Unlock()
-	ci := ChannelInfo{Connection: ch.c.name, Number: ch.id, User: ch.c.user, Unacked: unacked, PrefetchCount: int(ch.prefetchCount), GlobalPrefetch: int(ch.globalPrefetch.Load()), Confirm: ch.confirmMode, Transactional: ch.txMode, UnconfirmedLen: ch.confirms.pending(), Publisher: ch.published.Load()}
+	stats.Confirm = ch.confirms.confirmed()
+	ci := ChannelInfo{Connection: ch.c.name, Number: ch.id, User: ch.c.user, Unacked: unacked, PrefetchCount: int(prefetch), GlobalPrefetch: int(ch.globalPrefetch.Load()), Confirm: confirm, Transactional: tx, UnconfirmedLen: ch.confirms.pending(), Publisher: ch.published.Load()}
 	if ch.c.vh != nil {
 		ci.Vhost = ch.c.vh.Name()
 	}
 	ci.Consumers = consumers
+	ci.Stats = stats
 	return ci
 }
 
@@ -98,6 +103,9 @@ func (ch *channel) closeWith(e *Error) {
 
 // shutdown cancels consumers and requeues unacked messages.
 func (ch *channel) shutdown() {
+	if ch.c.statsCh == ch {
+		ch.c.flushChanStats() // its exchanges keep what it published
+	}
 	for tag, cons := range ch.consumers {
 		cons.q.Cancel(cons)
 		ch.setConsumer(tag, nil)
@@ -243,7 +251,9 @@ func (ch *channel) handleMethod(ctx context.Context, m wire.Method) error {
 		if ch.txMode {
 			return newError(wire.PreconditionFailed, "cannot switch from tx to confirm mode")
 		}
+		ch.mu.Lock() // info reads it from the HTTP API's goroutines
 		ch.confirmMode = true
+		ch.mu.Unlock()
 		if !m.Nowait {
 			ch.c.sendMethod(ch.id, &wire.ConfirmSelectOk{})
 		}
@@ -252,7 +262,9 @@ func (ch *channel) handleMethod(ctx context.Context, m wire.Method) error {
 		if ch.confirmMode {
 			return newError(wire.PreconditionFailed, "cannot switch from confirm to tx mode")
 		}
+		ch.mu.Lock()
 		ch.txMode = true
+		ch.mu.Unlock()
 		ch.c.sendMethod(ch.id, &wire.TxSelectOk{})
 		return nil
 	case *wire.TxCommit:

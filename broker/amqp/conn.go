@@ -27,6 +27,7 @@ type conn struct {
 
 	connectedAt time.Time
 	pubStats    pubStats // the reader's, added to srv.Counters per read batch
+	statsCh     *channel // the channel with publish counts to flush (reader only)
 	frameMax    uint32
 	channelMax  uint16
 	heartbeat   time.Duration
@@ -148,6 +149,7 @@ func (c *conn) serve(ctx context.Context) {
 	err := c.safely("read loop", func() error { return c.readLoop(ctx) })
 	c.state.Store("closing")
 	c.pubStats.flush(&c.srv.Counters)
+	c.flushChanStats()
 	_ = c.flushPublishes(context.WithoutCancel(ctx))
 	c.cleanup(ctx)
 	c.acks.flush() // what cleanup settled
@@ -204,6 +206,7 @@ func (c *conn) readLoop(ctx context.Context) error {
 		}
 		if c.r.Buffered() == 0 {
 			c.pubStats.flush(&c.srv.Counters)
+			c.flushChanStats()
 			if c.batch.n > 0 {
 				if err := c.flushPublishes(ctx); err != nil {
 					return err

@@ -248,6 +248,10 @@ func (ch *channel) deliver(ctag string, cons *consumer, d *queue.Delivery) bool 
 		return false
 	}
 	ch.appendDeliveryLocked(ctag, cons, d, noAck)
+	ch.stats.deliverGet++
+	if d.Redelivered {
+		ch.stats.redeliver++
+	}
 	if cons == nil {
 		ch.c.checkOutputLocked() // basic.get-ok: the client's own frames asked for it
 	}
@@ -302,8 +306,10 @@ func (ch *channel) deliverEach(cons *consumer, next func() *queue.Delivery) (ref
 			}
 			ch.appendDeliveryLocked(cons.tag, cons, d, cons.noAck)
 			n++
+			ch.stats.deliverGet++
 			if d.Redelivered {
 				redelivered++
+				ch.stats.redeliver++
 			}
 		}
 		ch.c.outMu.Unlock()
@@ -353,7 +359,9 @@ func (ch *channel) basicQos(m *wire.BasicQos) error {
 		ch.globalPrefetch.Store(int32(m.PrefetchCount))
 		ch.wakeConsumers()
 	} else {
+		ch.mu.Lock() // info reads it from the HTTP API's goroutines
 		ch.prefetchCount = int32(m.PrefetchCount)
+		ch.mu.Unlock()
 	}
 	ch.c.sendMethod(ch.id, &wire.BasicQosOk{})
 	return nil
@@ -451,6 +459,10 @@ func (ch *channel) deliverGetNoAck(d queue.Delivery) {
 	ch.mu.Lock()
 	ch.nextTag++
 	tag := ch.nextTag
+	ch.stats.deliverGet++
+	if d.Redelivered {
+		ch.stats.redeliver++
+	}
 	ch.mu.Unlock()
 	ch.c.srv.Counters.DeliveredGetAutoAck.Add(1)
 	if d.Redelivered {
@@ -537,6 +549,9 @@ func (ch *channel) settle(tag uint64, multiple bool, kind settleKind, requeue bo
 		sizeHint = min(ch.unacked.len(), 1024)
 	}
 	ok := ch.unacked.take(tag, multiple, func(m *unackedMsg) {
+		if kind == settleAck {
+			ch.stats.ack++
+		}
 		i := 0
 		for i < len(batches) && batches[i].q != m.q {
 			i++

@@ -200,6 +200,7 @@ func (ch *channel) route(ctx context.Context, msg *message.Message, mandatory bo
 	if err != nil {
 		return fromErr(err)
 	}
+	ch.countPublish(msg.Exchange, len(qs) > 0, mandatory)
 	var tag uint64
 	var confirmer queue.Confirmer
 	switch {
@@ -347,6 +348,7 @@ type confirmTracker struct {
 	base    uint64 // tag of entries[0]
 	entries []confirmEntry
 	head    int
+	acked   uint64 // messages confirmed (basic.ack) so far
 }
 
 type confirmEntry struct {
@@ -365,6 +367,13 @@ func (t *confirmTracker) add(queues int) uint64 {
 	}
 	t.entries = append(t.entries, confirmEntry{remaining: int32(queues)})
 	return t.next
+}
+
+// confirmed is how many messages the tracker has confirmed.
+func (t *confirmTracker) confirmed() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.acked
 }
 
 func (t *confirmTracker) pending() int {
@@ -423,6 +432,7 @@ func (t *confirmTracker) confirm(tags []uint64, ok, wake bool) {
 	if len(frames) > 0 {
 		if acked > 0 {
 			t.ch.c.srv.Counters.Confirmed.Add(acked)
+			t.acked += acked
 		}
 		id := t.ch.id
 		appendFrames := func(b []byte) []byte {

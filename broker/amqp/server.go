@@ -63,6 +63,7 @@ type Server struct {
 	spinners *sockio.Spinners // shared by the connections' busy-polls
 
 	Counters Counters
+	xstats   exchangeStats // exchanges' message counters (ExchangeStats)
 
 	replies replyRegistry // direct reply-to consumers by reply name
 
@@ -216,6 +217,8 @@ type ChannelInfo struct {
 	Confirm        bool
 	Transactional  bool
 	UnconfirmedLen int
+	// Stats are the channel's message counters.
+	Stats MessageStats
 	// Publisher is whether the channel has published.
 	Publisher bool
 }

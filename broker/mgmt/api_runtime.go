@@ -176,12 +176,13 @@ func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, u caller) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func exchangeJSON(vh string, x routing.Exchange) map[string]any {
+func exchangeJSON(vh string, x routing.Exchange, stats map[string]any) map[string]any {
 	args := x.Args
 	if args == nil {
 		args = map[string]any{}
 	}
-	return map[string]any{"name": x.Name, "vhost": vh, "type": x.Kind.String(), "durable": x.Durable, "auto_delete": x.AutoDelete, "internal": x.Internal, "arguments": args}
+	return map[string]any{"name": x.Name, "vhost": vh, "type": x.Kind.String(), "durable": x.Durable, "auto_delete": x.AutoDelete, "internal": x.Internal, "arguments": args,
+		"message_stats": stats}
 }
 
 func (s *Server) listExchanges(w http.ResponseWriter, r *http.Request, u caller) {
@@ -190,9 +191,10 @@ func (s *Server) listExchanges(w http.ResponseWriter, r *http.Request, u caller)
 		return
 	}
 	out := []map[string]any{}
+	counts := s.exchangeCounts()
 	for _, v := range vs {
 		for _, x := range v.Routes().Exchanges() {
-			out = append(out, exchangeJSON(v.Name(), x))
+			out = append(out, exchangeJSON(v.Name(), x, s.exchangeMessageStats(counts, v.Name(), x.Name)))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -208,7 +210,7 @@ func (s *Server) getExchange(w http.ResponseWriter, r *http.Request, u caller) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, exchangeJSON(v.Name(), x))
+	writeJSON(w, http.StatusOK, exchangeJSON(v.Name(), x, s.exchangeMessageStats(s.exchangeCounts(), v.Name(), x.Name)))
 }
 
 // exchangeName maps the API's name for the default exchange.
@@ -476,6 +478,7 @@ func (s *Server) listChannels(w http.ResponseWriter, r *http.Request, u caller) 
 			"consumer_count": c.Consumers, "messages_unacknowledged": c.Unacked, "messages_unconfirmed": c.UnconfirmedLen,
 			"prefetch_count": c.PrefetchCount, "global_prefetch_count": c.GlobalPrefetch,
 			"confirm": c.Confirm, "transactional": c.Transactional, "node": s.b.NodeName(), "state": "running",
+			"message_stats": s.channelMessageStats(c),
 		})
 	}
 	writeJSON(w, http.StatusOK, out)

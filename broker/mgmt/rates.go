@@ -4,6 +4,9 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/warrenmq/warren/broker/amqp"
+	"github.com/warrenmq/warren/broker/vhost"
 )
 
 // The overview's message counters, under RabbitMQ's names.
@@ -12,6 +15,12 @@ var globalStats = [...]string{"publish", "deliver_get", "ack", "confirm", "redel
 // The queue counters, under RabbitMQ's names.
 var queueStats = [...]string{"publish", "deliver_get", "ack"}
 
+// The channel counters, under RabbitMQ's names.
+var channelStats = [...]string{"publish", "confirm", "return_unroutable", "drop_unroutable", "deliver_get", "redeliver", "ack"}
+
+// The exchange counters, under RabbitMQ's names.
+var exchangeStats = [...]string{"publish_in", "publish_out"}
+
 // The overview's churn counters, under RabbitMQ's names.
 var churnStats = [...]string{"connection_created", "connection_closed", "channel_created", "channel_closed", "queue_declared", "queue_created", "queue_deleted"}
 
@@ -19,10 +28,12 @@ type queueKey struct{ vhost, name string }
 
 // sample is the node's cumulative counters at one moment.
 type sample struct {
-	at     time.Time
-	global [len(globalStats)]uint64
-	churn  [len(churnStats)]uint64
-	queues map[queueKey][len(queueStats)]uint64
+	at        time.Time
+	global    [len(globalStats)]uint64
+	churn     [len(churnStats)]uint64
+	queues    map[queueKey][len(queueStats)]uint64
+	channels  map[string][len(channelStats)]uint64
+	exchanges map[[2]string][len(exchangeStats)]uint64
 }
 
 // rates keeps the last two samples of the node's counters; a rate is the
@@ -58,6 +69,11 @@ func (s *Server) takeSample() {
 	unroutable, returned := c.Unroutable.Load(), c.Returned.Load()
 	smp.global = [len(globalStats)]uint64{c.Published.Load(), c.Delivered(), c.Acked.Load(), c.Confirmed.Load(), c.Redelivered.Load(), returned, unroutable - min(returned, unroutable)}
 	smp.churn = s.churnCounts()
+	smp.channels = map[string][len(channelStats)]uint64{}
+	for _, c := range s.b.Channels() {
+		smp.channels[channelName(c)] = channelCounts(c.Stats)
+	}
+	smp.exchanges = s.exchangeCounts()
 	for _, v := range s.b.VhostList() {
 		for _, q := range v.Queues() {
 			st := q.Stats()
@@ -161,4 +177,63 @@ func (s *Server) churnRates() map[string]any {
 		}
 	}
 	return withRates(churnStats[:], counts[:], rs)
+}
+
+func channelCounts(st amqp.MessageStats) [len(channelStats)]uint64 {
+	return [len(channelStats)]uint64{st.Publish, st.Confirm, st.ReturnUnroutable, st.DropUnroutable, st.DeliverGet, st.Redeliver, st.Ack}
+}
+
+// channelMessageStats is a channel's message_stats with its rates.
+func (s *Server) channelMessageStats(c amqp.ChannelInfo) map[string]any {
+	counts := channelCounts(c.Stats)
+	rs := make([]float64, len(channelStats))
+	if prev, last := s.rates.pair(); prev != nil {
+		name := channelName(c)
+		if a, ok := prev.channels[name]; ok {
+			b := last.channels[name]
+			for i := range rs {
+				rs[i] = rate(a[i], b[i], last.at.Sub(prev.at))
+			}
+		}
+	}
+	return withRates(channelStats[:], counts[:], rs)
+}
+
+// exchangeCounts reads every exchange's counters, forgetting those of
+// exchanges that no longer exist.
+func (s *Server) exchangeCounts() map[[2]string][len(exchangeStats)]uint64 {
+	vhosts := map[string]*vhost.Vhost{}
+	for _, v := range s.b.VhostList() {
+		vhosts[v.Name()] = v
+	}
+	live := func(vh, name string) bool {
+		v, ok := vhosts[vh]
+		if !ok {
+			return false
+		}
+		_, ok = v.Routes().Exchange(name)
+		return ok
+	}
+	out := map[[2]string][len(exchangeStats)]uint64{}
+	for k, c := range s.b.ExchangeStats(live) {
+		out[k] = [len(exchangeStats)]uint64{c.In.Load(), c.Out.Load()}
+	}
+	return out
+}
+
+// exchangeMessageStats is an exchange's message_stats with its rates,
+// from counts (exchangeCounts).
+func (s *Server) exchangeMessageStats(counts map[[2]string][len(exchangeStats)]uint64, vh, name string) map[string]any {
+	k := [2]string{vh, name}
+	now := counts[k]
+	rs := make([]float64, len(exchangeStats))
+	if prev, last := s.rates.pair(); prev != nil {
+		if a, ok := prev.exchanges[k]; ok {
+			b := last.exchanges[k]
+			for i := range rs {
+				rs[i] = rate(a[i], b[i], last.at.Sub(prev.at))
+			}
+		}
+	}
+	return withRates(exchangeStats[:], now[:], rs)
 }

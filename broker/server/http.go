@@ -61,6 +61,11 @@ func (b *Broker) Connections() []amqp.ConnectionInfo { return b.AMQP.Connections
 // Channels implements mgmt.Broker.
 func (b *Broker) Channels() []amqp.ChannelInfo { return b.AMQP.Channels() }
 
+// ExchangeStats implements mgmt.Broker.
+func (b *Broker) ExchangeStats(live func(vhost, name string) bool) map[[2]string]*amqp.ExchangeCounters {
+	return b.AMQP.ExchangeStats(live)
+}
+
 // Consumers implements mgmt.Broker.
 func (b *Broker) Consumers() []amqp.ConsumerInfo { return b.AMQP.Consumers() }
 

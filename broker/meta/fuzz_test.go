@@ -3,10 +3,13 @@ package meta
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"hash/crc32"
 	"io"
+	"reflect"
 	"testing"
 )
 
@@ -70,6 +73,44 @@ func FuzzReadRecord(f *testing.F) {
 			if s.Validate(c) == nil {
 				s.Apply(c)
 			}
+		}
+	})
+}
+
+// FuzzCheckAccess decodes arbitrary JSON as a definitions document and
+// checks it against a store holding a vhost and a user: CheckAccess
+// answers nil or an error naming an item, never panics, and changes
+// nothing in the store.
+func FuzzCheckAccess(f *testing.F) {
+	for _, doc := range []string{
+		`{"users":[{"name":"a","password_hash":"x","hashing_algorithm":"rabbit_password_hashing_md5","tags":"administrator"}]}`,
+		`{"vhosts":[{"name":"v","default_queue_type":"quorum","storage":{"queue-version":3}}],"permissions":[{"user":"guest","vhost":"v","configure":"(","write":".*","read":".*"}]}`,
+		`{"policies":[{"vhost":"/","name":"p","pattern":"^q","apply-to":"nothing","definition":{}}]}`,
+		`{"topic_permissions":[{"user":"guest"}],"parameters":[{"name":"x","component":"shovel","vhost":"/"}]}`,
+		`{"users":[{"name":""}],"vhosts":[{"name":""}],"permissions":[{}],"policies":[{}]}`,
+	} {
+		f.Add([]byte(doc))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var d Definitions
+		if json.Unmarshal(data, &d) != nil {
+			return
+		}
+		ctx := context.Background()
+		s, err := OpenLocal(ctx, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		must(t, s.PutVhost(ctx, Vhost{Name: "/"}))
+		must(t, s.PutUser(ctx, User{Name: "guest"}))
+		before := Export(s, "")
+		err = CheckAccess(s, d)
+		if err != nil && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrNotFound) {
+			t.Fatalf("CheckAccess: %v, want ErrInvalid or ErrNotFound", err)
+		}
+		if after := Export(s, ""); !reflect.DeepEqual(before, after) {
+			t.Fatalf("CheckAccess changed the store")
 		}
 	})
 }

@@ -18,6 +18,7 @@ type consumer struct {
 	ch       *channel
 	tag      string
 	q        queue.Queue
+	qt       int // q's type, the delivery counters' index (QueueTypeClassic ...)
 	noAck    bool
 	prefetch int32 // per-consumer limit, 0 = none
 	// exclusive and args are basic.consume's, for the HTTP API's list.
@@ -260,16 +261,16 @@ func (ch *channel) deliver(ctag string, cons *consumer, d *queue.Delivery) bool 
 	if cons == nil {
 		ch.c.signal() // basic.get-ok: the reader may be about to wait on a queue
 	}
-	switch {
-	case cons == nil:
-		ch.c.srv.Counters.DeliveredGetManualAck.Add(1)
-	case noAck:
-		ch.c.srv.Counters.DeliveredConsumeAutoAck.Add(1)
-	default:
-		ch.c.srv.Counters.DeliveredConsumeManualAck.Add(1)
-	}
-	if d.Redelivered {
-		ch.c.srv.Counters.Redelivered.Add(1)
+	if cons != nil { // basic.get counts in basicGet, which knows the queue
+		dc := &ch.c.srv.Counters.ByQueueType[cons.qt]
+		if noAck {
+			dc.ConsumeAutoAck.Add(1)
+		} else {
+			dc.ConsumeManualAck.Add(1)
+		}
+		if d.Redelivered {
+			dc.Redelivered.Add(1)
+		}
 	}
 	return true
 }
@@ -315,15 +316,16 @@ func (ch *channel) deliverEach(cons *consumer, next func() *queue.Delivery) (ref
 		ch.c.outMu.Unlock()
 		ch.mu.Unlock()
 	}
+	dc := &ch.c.srv.Counters.ByQueueType[cons.qt]
 	if n > 0 {
 		if cons.noAck {
-			ch.c.srv.Counters.DeliveredConsumeAutoAck.Add(n)
+			dc.ConsumeAutoAck.Add(n)
 		} else {
-			ch.c.srv.Counters.DeliveredConsumeManualAck.Add(n)
+			dc.ConsumeManualAck.Add(n)
 		}
 	}
 	if redelivered > 0 {
-		ch.c.srv.Counters.Redelivered.Add(redelivered)
+		dc.Redelivered.Add(redelivered)
 	}
 	return refused
 }
@@ -391,7 +393,7 @@ func (ch *channel) basicConsume(ctx context.Context, m *wire.BasicConsume) error
 	if ch.hasConsumerTag(tag) {
 		return newError(wire.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
 	}
-	cons := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck, prefetch: ch.prefetchCount, exclusive: m.Exclusive, args: m.Arguments}
+	cons := &consumer{ch: ch, tag: tag, q: q, qt: queueTypeIndex(q), noAck: m.NoAck, prefetch: ch.prefetchCount, exclusive: m.Exclusive, args: m.Arguments}
 	cons.wakeFn = cons.wake
 	cons.refillTimer = time.AfterFunc(time.Hour, cons.refillExpired)
 	cons.refillTimer.Stop()
@@ -441,15 +443,21 @@ func (ch *channel) basicGet(ctx context.Context, m *wire.BasicGet) error {
 	if err != nil {
 		return fromErr(err)
 	}
+	dc := &ch.c.srv.Counters.ByQueueType[queueTypeIndex(q)]
 	if !ok {
-		ch.c.srv.Counters.GetEmpty.Add(1)
+		dc.GetEmpty.Add(1)
 		ch.c.sendMethod(ch.id, &wire.BasicGetEmpty{})
 		return nil
 	}
+	if d.Redelivered {
+		dc.Redelivered.Add(1)
+	}
 	if m.NoAck {
+		dc.GetAutoAck.Add(1)
 		ch.deliverGetNoAck(d)
 		return nil
 	}
+	dc.GetManualAck.Add(1)
 	_ = ch.deliver("", nil, &d) // basic.get-ok is never refused
 	return nil
 }
@@ -464,10 +472,6 @@ func (ch *channel) deliverGetNoAck(d queue.Delivery) {
 		ch.stats.redeliver++
 	}
 	ch.mu.Unlock()
-	ch.c.srv.Counters.DeliveredGetAutoAck.Add(1)
-	if d.Redelivered {
-		ch.c.srv.Counters.Redelivered.Add(1)
-	}
 	msg := d.Msg
 	ch.c.send(func(b []byte) []byte {
 		b = wire.AppendMethodFrame(b, ch.id, &wire.BasicGetOk{DeliveryTag: tag, Redelivered: d.Redelivered, Exchange: msg.Exchange, RoutingKey: msg.RoutingKey, MessageCount: uint32(d.Remaining)})
@@ -589,7 +593,7 @@ func (ch *channel) settle(tag uint64, multiple bool, kind settleKind, requeue bo
 			// Acks are batched per queue and handed over with the
 			// connection's publishes (see conn.flushPending).
 			ch.c.acks.add(b.q, b.seqs)
-			ch.c.srv.Counters.Acked.Add(uint64(len(b.seqs)))
+			ch.c.srv.Counters.ByQueueType[queueTypeIndex(b.q)].Acked.Add(uint64(len(b.seqs)))
 		case requeue:
 			b.q.Requeue(b.seqs)
 		default:

@@ -1,6 +1,10 @@
 package amqp
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/warrenmq/warren/broker/queue"
+)
 
 // Counters are the server's cumulative message counters since the node
 // started; the HTTP API's message_stats and the Prometheus metrics
@@ -22,20 +26,68 @@ type Counters struct {
 	// them that were mandatory and went back with basic.return.
 	Unroutable, Returned atomic.Uint64
 
-	// Deliveries by kind: basic.deliver to consumers with manual or
-	// automatic acknowledgement, basic.get-ok with manual or automatic.
-	DeliveredConsumeManualAck, DeliveredConsumeAutoAck atomic.Uint64
-	DeliveredGetManualAck, DeliveredGetAutoAck         atomic.Uint64
-	// GetEmpty counts basic.get answered basic.get-empty.
-	GetEmpty atomic.Uint64
-	// Redelivered counts deliveries with the redelivered flag; Acked
-	// messages acknowledged by consumers.
-	Redelivered, Acked atomic.Uint64
+	// ByQueueType are the delivery counters by the type of the queue
+	// delivered from (QueueTypeClassic ...), as RabbitMQ labels them.
+	ByQueueType [NumQueueTypes]DeliveryCounters
 
 	// Message sizes (body bytes) of what was published over AMQP, counted
 	// per connection and added here in batches (see sizeHistogram).
 	SizeBuckets [len(MessageSizeBuckets) + 1]atomic.Uint64 // the last is +Inf
 	SizeSum     atomic.Uint64
+}
+
+// DeliveryCounters count what consumers got from one type of queue.
+type DeliveryCounters struct {
+	// Deliveries by kind: basic.deliver to consumers with manual or
+	// automatic acknowledgement, basic.get-ok with manual or automatic.
+	ConsumeManualAck, ConsumeAutoAck atomic.Uint64
+	GetManualAck, GetAutoAck         atomic.Uint64
+	// GetEmpty counts basic.get answered basic.get-empty.
+	GetEmpty atomic.Uint64
+	// Redelivered counts deliveries with the redelivered flag; Acked
+	// messages acknowledged by consumers.
+	Redelivered, Acked atomic.Uint64
+}
+
+// Delivered is every message delivered from the queue type.
+func (d *DeliveryCounters) Delivered() uint64 {
+	return d.ConsumeManualAck.Load() + d.ConsumeAutoAck.Load() + d.GetManualAck.Load() + d.GetAutoAck.Load()
+}
+
+// Queue types as the delivery counters index them.
+const (
+	QueueTypeClassic = iota
+	QueueTypeQuorum
+	QueueTypeStream
+	// QueueTypeVolatile is direct reply-to's pseudo-queue (RabbitMQ's
+	// rabbit_volatile_queue).
+	QueueTypeVolatile
+	NumQueueTypes
+)
+
+// QueueTypeLabel is RabbitMQ's name of a queue type index
+// (rabbit_classic_queue, ...), the queue_type label of its metrics.
+func QueueTypeLabel(i int) string {
+	switch i {
+	case QueueTypeQuorum:
+		return "rabbit_quorum_queue"
+	case QueueTypeStream:
+		return "rabbit_stream_queue"
+	case QueueTypeVolatile:
+		return "rabbit_volatile_queue"
+	}
+	return "rabbit_classic_queue"
+}
+
+// queueTypeIndex is the index of a queue's type (queue.Info.Type).
+func queueTypeIndex(q queue.Queue) int {
+	switch q.Info().Type {
+	case "quorum":
+		return QueueTypeQuorum
+	case "stream":
+		return QueueTypeStream
+	}
+	return QueueTypeClassic
 }
 
 // MessageSizeBuckets are the upper bounds of the message size histogram,
@@ -44,7 +96,29 @@ var MessageSizeBuckets = [...]uint64{100, 1_000, 10_000, 100_000, 1_000_000, 10_
 
 // Delivered is every message delivered to a consumer or basic.get.
 func (c *Counters) Delivered() uint64 {
-	return c.DeliveredConsumeManualAck.Load() + c.DeliveredConsumeAutoAck.Load() + c.DeliveredGetManualAck.Load() + c.DeliveredGetAutoAck.Load()
+	var n uint64
+	for i := range c.ByQueueType {
+		n += c.ByQueueType[i].Delivered()
+	}
+	return n
+}
+
+// Acked is every message acknowledged by consumers.
+func (c *Counters) Acked() uint64 {
+	var n uint64
+	for i := range c.ByQueueType {
+		n += c.ByQueueType[i].Acked.Load()
+	}
+	return n
+}
+
+// Redelivered is every delivery with the redelivered flag.
+func (c *Counters) Redelivered() uint64 {
+	var n uint64
+	for i := range c.ByQueueType {
+		n += c.ByQueueType[i].Redelivered.Load()
+	}
+	return n
 }
 
 // Routed is every published message that reached at least one queue.

@@ -106,7 +106,7 @@ func (ch *channel) replyConsume(m *wire.BasicConsume) error {
 	case ch.reply != nil:
 		return newError(wire.PreconditionFailed, "reply consumer already set")
 	}
-	rc := &replyConsumer{name: newReplyName(ch), cons: consumer{ch: ch, tag: tag, noAck: true}}
+	rc := &replyConsumer{name: newReplyName(ch), cons: consumer{ch: ch, tag: tag, qt: QueueTypeVolatile, noAck: true}}
 	if !m.NoWait {
 		ch.c.sendMethod(ch.id, &wire.BasicConsumeOk{ConsumerTag: tag})
 	}
@@ -182,7 +182,7 @@ func (ch *channel) sendReply(msg *message.Message) bool {
 	rc.mu.Unlock()
 	if !full {
 		to.c.signal()
-		ch.c.srv.Counters.DeliveredConsumeAutoAck.Add(1) // the reply consumer is no-ack
+		ch.c.srv.Counters.ByQueueType[QueueTypeVolatile].ConsumeAutoAck.Add(1) // the reply consumer is no-ack
 	}
 	return true
 }

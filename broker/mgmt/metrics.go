@@ -75,10 +75,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	c := m.b.Counters()
 	counter(m.published, c.Published.Load())
 	counter(m.delivered, c.Delivered())
-	counter(m.acked, c.Acked.Load())
+	counter(m.acked, c.Acked())
 	counter(m.confirmed, c.Confirmed.Load())
 	counter(m.returned, c.Returned.Load())
-	counter(m.redelivered, c.Redelivered.Load())
+	counter(m.redelivered, c.Redelivered())
 	counter(m.unroutable, c.Unroutable.Load())
 	consumers := 0
 	for _, v := range m.b.VhostList() {

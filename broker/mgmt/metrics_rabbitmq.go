@@ -117,30 +117,47 @@ func (c *rabbitCollector) global(e emitter) {
 		amqpConsumers += ci.Consumers
 	}
 	_, streamPublishers, streamConsumers := c.b.StreamClients()
-	type row struct {
-		amqp, stream uint64
-	}
+	// Counters of the publishing side, by protocol.
 	for _, m := range []struct {
-		name, help string
-		v          row
+		name, help   string
+		amqp, stream uint64
 	}{
-		{"messages_received_total", "Messages received from publishers.", row{a.Published.Load(), s.Published.Load()}},
-		{"messages_received_confirm_total", "Messages received from publishers that expect confirms.", row{a.ReceivedConfirm.Load(), s.Published.Load()}},
-		{"messages_routed_total", "Messages routed to queues or streams.", row{a.Routed(), minus(s.Published.Load(), s.Duplicates.Load())}},
-		{"messages_unroutable_dropped_total", "Non-mandatory messages dropped as unroutable.", row{a.UnroutableDropped(), 0}},
-		{"messages_unroutable_returned_total", "Mandatory messages returned to the publisher as unroutable.", row{a.Returned.Load(), 0}},
-		{"messages_confirmed_total", "Messages confirmed to publishers.", row{a.Confirmed.Load(), s.Confirmed.Load()}},
-		{"messages_delivered_total", "Messages delivered to consumers.", row{a.Delivered(), s.Delivered.Load()}},
-		{"messages_delivered_consume_manual_ack_total", "Messages delivered to consumers with manual acknowledgement.", row{a.DeliveredConsumeManualAck.Load(), 0}},
-		{"messages_delivered_consume_auto_ack_total", "Messages delivered to consumers with automatic acknowledgement.", row{a.DeliveredConsumeAutoAck.Load(), 0}},
-		{"messages_delivered_get_manual_ack_total", "Messages delivered by basic.get with manual acknowledgement.", row{a.DeliveredGetManualAck.Load(), 0}},
-		{"messages_delivered_get_auto_ack_total", "Messages delivered by basic.get with automatic acknowledgement.", row{a.DeliveredGetAutoAck.Load(), 0}},
-		{"messages_get_empty_total", "basic.get operations that found no message.", row{a.GetEmpty.Load(), 0}},
-		{"messages_redelivered_total", "Messages redelivered to consumers.", row{a.Redelivered.Load(), 0}},
-		{"messages_acknowledged_total", "Messages acknowledged by consumers.", row{a.Acked.Load(), 0}},
+		{"messages_received_total", "Messages received from publishers.", a.Published.Load(), s.Published.Load()},
+		{"messages_received_confirm_total", "Messages received from publishers that expect confirms.", a.ReceivedConfirm.Load(), s.Published.Load()},
+		{"messages_routed_total", "Messages routed to queues or streams.", a.Routed(), minus(s.Published.Load(), s.Duplicates.Load())},
+		{"messages_unroutable_dropped_total", "Non-mandatory messages dropped as unroutable.", a.UnroutableDropped(), 0},
+		{"messages_unroutable_returned_total", "Mandatory messages returned to the publisher as unroutable.", a.Returned.Load(), 0},
+		{"messages_confirmed_total", "Messages confirmed to publishers.", a.Confirmed.Load(), s.Confirmed.Load()},
 	} {
-		e.counter(p+m.name, m.help, m.v.amqp, "protocol", "amqp091")
-		e.counter(p+m.name, m.help, m.v.stream, "protocol", "stream")
+		e.counter(p+m.name, m.help, m.amqp, "protocol", "amqp091")
+		e.counter(p+m.name, m.help, m.stream, "protocol", "stream")
+	}
+	// Counters of the consuming side, by protocol and queue type: AMQP
+	// from every type, the stream protocol from streams.
+	for qt := range amqp.NumQueueTypes {
+		d := &a.ByQueueType[qt]
+		var streamDelivered uint64
+		if qt == amqp.QueueTypeStream {
+			streamDelivered = s.Delivered.Load()
+		}
+		for _, m := range []struct {
+			name, help   string
+			amqp, stream uint64
+		}{
+			{"messages_delivered_total", "Messages delivered to consumers.", d.Delivered(), streamDelivered},
+			{"messages_delivered_consume_manual_ack_total", "Messages delivered to consumers with manual acknowledgement.", d.ConsumeManualAck.Load(), 0},
+			{"messages_delivered_consume_auto_ack_total", "Messages delivered to consumers with automatic acknowledgement.", d.ConsumeAutoAck.Load(), 0},
+			{"messages_delivered_get_manual_ack_total", "Messages delivered by basic.get with manual acknowledgement.", d.GetManualAck.Load(), 0},
+			{"messages_delivered_get_auto_ack_total", "Messages delivered by basic.get with automatic acknowledgement.", d.GetAutoAck.Load(), 0},
+			{"messages_get_empty_total", "basic.get operations that found no message.", d.GetEmpty.Load(), 0},
+			{"messages_redelivered_total", "Messages redelivered to consumers.", d.Redelivered.Load(), 0},
+			{"messages_acknowledged_total", "Messages acknowledged by consumers.", d.Acked.Load(), 0},
+		} {
+			e.counter(p+m.name, m.help, m.amqp, "protocol", "amqp091", "queue_type", amqp.QueueTypeLabel(qt))
+			if qt == amqp.QueueTypeStream {
+				e.counter(p+m.name, m.help, m.stream, "protocol", "stream", "queue_type", amqp.QueueTypeLabel(qt))
+			}
+		}
 	}
 	e.gauge(p+"publishers", "Current number of publishers.", float64(amqpPublishers), "protocol", "amqp091")
 	e.gauge(p+"publishers", "Current number of publishers.", float64(streamPublishers), "protocol", "stream")

@@ -67,7 +67,7 @@ func (s *Server) takeSample() {
 	c := s.b.Counters()
 	smp := &sample{at: time.Now(), queues: map[queueKey][len(queueStats)]uint64{}}
 	unroutable, returned := c.Unroutable.Load(), c.Returned.Load()
-	smp.global = [len(globalStats)]uint64{c.Published.Load(), c.Delivered(), c.Acked.Load(), c.Confirmed.Load(), c.Redelivered.Load(), returned, unroutable - min(returned, unroutable)}
+	smp.global = [len(globalStats)]uint64{c.Published.Load(), c.Delivered(), c.Acked(), c.Confirmed.Load(), c.Redelivered(), returned, unroutable - min(returned, unroutable)}
 	smp.churn = s.churnCounts()
 	smp.channels = map[string][len(channelStats)]uint64{}
 	for _, c := range s.b.Channels() {
@@ -119,7 +119,7 @@ func withRates(names []string, counts []uint64, rs []float64) map[string]any {
 func (s *Server) globalMessageStats() map[string]any {
 	c := s.b.Counters()
 	unroutable, returned := c.Unroutable.Load(), c.Returned.Load()
-	counts := []uint64{c.Published.Load(), c.Delivered(), c.Acked.Load(), c.Confirmed.Load(), c.Redelivered.Load(), returned, unroutable - min(returned, unroutable)}
+	counts := []uint64{c.Published.Load(), c.Delivered(), c.Acked(), c.Confirmed.Load(), c.Redelivered(), returned, unroutable - min(returned, unroutable)}
 	rs := make([]float64, len(globalStats))
 	if prev, last := s.rates.pair(); prev != nil {
 		for i := range rs {

@@ -68,5 +68,13 @@
 // which would be a bug, is recovered, logged at error and ends only that
 // connection.
 //
+// Each channel counts its messages for the HTTP API's message_stats
+// (ChannelInfo.Stats) and the exchanges it publishes to theirs
+// (Server.ExchangeStats): deliveries, redeliveries and acks under ch.mu,
+// which those paths hold already; confirms under the confirm tracker's
+// mutex; publishes, returns and drops by the reader, added to the
+// channel's and the exchange's counters once per read batch.
+// Server.Consumers lists the consumers (conn.chMu, then ch.mu).
+//
 // Lock chains that cross packages are in one list: LOCKS.md at the repository root.
 package amqp

@@ -19,13 +19,25 @@ func (s *Server) checkDefinitions(d meta.Definitions) error {
 	if err := meta.CheckAccess(s.b.Meta(), d); err != nil {
 		return fmt.Errorf("%w: %v", errBadRequest, err)
 	}
-	newVhosts := map[string]bool{}
+	// The vhosts of the document, with the default queue type each will
+	// have (the document's, else the one it has now).
+	newVhosts := map[string]string{}
 	for _, v := range d.Vhosts {
-		newVhosts[v.Name] = true
+		dq := v.DefaultQueueType
+		if md, ok := v.Metadata["default_queue_type"].(string); ok && dq == "" {
+			dq = md
+		}
+		if dq == "" {
+			if rv, ok := s.b.Vhost(v.Name); ok {
+				dq = rv.Settings().DefaultQueueType
+			}
+		}
+		newVhosts[v.Name] = dq
 	}
 	type scratch struct {
-		routes *routing.Table
-		queues map[string]*queue.Info
+		routes      *routing.Table
+		queues      map[string]*queue.Info
+		defaultType string
 	}
 	vhosts := map[string]*scratch{}
 	// in is the scratch copy of a vhost an item names, or an error if the
@@ -34,8 +46,12 @@ func (s *Server) checkDefinitions(d meta.Definitions) error {
 		if sc, ok := vhosts[name]; ok {
 			return sc, nil
 		}
-		sc := &scratch{routes: routing.NewTable(), queues: map[string]*queue.Info{}}
+		dq, inDoc := newVhosts[name]
+		sc := &scratch{routes: routing.NewTable(), queues: map[string]*queue.Info{}, defaultType: dq}
 		if v, ok := s.b.Vhost(name); ok {
+			if !inDoc {
+				sc.defaultType = v.Settings().DefaultQueueType
+			}
 			for _, x := range v.Routes().Exchanges() {
 				_, _, _ = sc.routes.DeclareExchange(x)
 			}
@@ -43,7 +59,7 @@ func (s *Server) checkDefinitions(d meta.Definitions) error {
 				info := q.Info()
 				sc.queues[info.Name] = &info
 			}
-		} else if !newVhosts[name] {
+		} else if !inDoc {
 			return nil, fmt.Errorf("vhost '%s' does not exist", name)
 		}
 		vhosts[name] = sc
@@ -70,7 +86,7 @@ func (s *Server) checkDefinitions(d meta.Definitions) error {
 		}
 		if err == nil {
 			args := queueArgs(q)
-			err = vhost.CheckQueueDecl(q.Vhost, sc.queues[q.Name], vhost.QueueDecl{Name: q.Name, Durable: q.Durable, AutoDelete: q.AutoDelete, Args: args})
+			err = vhost.CheckQueueDecl(q.Vhost, sc.defaultType, sc.queues[q.Name], vhost.QueueDecl{Name: q.Name, Durable: q.Durable, AutoDelete: q.AutoDelete, Args: args})
 			if sc.queues[q.Name] == nil {
 				sc.queues[q.Name] = &queue.Info{Vhost: q.Vhost, Name: q.Name, Durable: q.Durable, AutoDelete: q.AutoDelete, Args: args}
 			}

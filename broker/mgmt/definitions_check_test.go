@@ -48,6 +48,14 @@ func withItem(section string, item map[string]any) map[string]any {
 	return d
 }
 
+// withQuorumDefault is goodDefinitions whose new vhost makes quorum queues
+// by default: its queues without a type would be quorum queues.
+func withQuorumDefault() map[string]any {
+	d := goodDefinitions()
+	d["vhosts"] = []any{map[string]any{"name": "imported", "default_queue_type": "quorum"}}
+	return d
+}
+
 var badDefinitions = []struct {
 	name string
 	doc  map[string]any
@@ -56,6 +64,7 @@ var badDefinitions = []struct {
 }{
 	{"unsupported queue type", withItem("queues", map[string]any{"name": "odd", "vhost": "imported", "durable": true, "arguments": map[string]any{"x-queue-type": "delayed"}}), "queues[1] 'odd' in vhost 'imported'"},
 	{"quorum queue (not supported yet)", withItem("queues", map[string]any{"name": "qq", "vhost": "imported", "durable": true, "type": "quorum"}), "queues[1] 'qq' in vhost 'imported'"},
+	{"queue of a vhost whose default type is quorum", withQuorumDefault(), "queues[0] 'q1' in vhost 'imported'"},
 	{"unsupported exchange type", withItem("exchanges", map[string]any{"name": "later", "vhost": "imported", "type": "x-delayed-message", "durable": true}), "exchanges[1] 'later' in vhost 'imported'"},
 	{"unsupported password hashing", withItem("users", map[string]any{"name": "legacy", "password_hash": "abc", "hashing_algorithm": "rabbit_password_hashing_md5", "tags": ""}), "users[1] 'legacy'"},
 	{"binding to a queue nowhere", withItem("bindings", map[string]any{"source": "orders", "vhost": "imported", "destination": "missing", "destination_type": "queue", "routing_key": "k"}), "bindings[1] 'orders' -> queue 'missing' in vhost 'imported'"},

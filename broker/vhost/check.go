@@ -6,10 +6,11 @@ import (
 )
 
 // CheckQueueDecl reports the error DeclareQueue would return for d in the
-// vhost named vhost, declaring nothing: have is the queue that holds d's
-// name there (nil if none). Definitions imports check every item this way
-// before they change anything.
-func CheckQueueDecl(vhost string, have *queue.Info, d QueueDecl) error {
+// vhost named vhost, whose default queue type is defaultType, declaring
+// nothing: have is the queue that holds d's name there (nil if none).
+// Definitions imports check every item this way before they change
+// anything.
+func CheckQueueDecl(vhost, defaultType string, have *queue.Info, d QueueDecl) error {
 	if have != nil {
 		return equivalentQueue(vhost, *have, d)
 	}
@@ -20,10 +21,14 @@ func CheckQueueDecl(vhost string, have *queue.Info, d QueueDecl) error {
 	if err != nil {
 		return errorf(ErrPrecondition, "%s", trimKind(err))
 	}
-	switch args.QueueType {
+	qtype := args.QueueType
+	if qtype == "" {
+		qtype = defaultType
+	}
+	switch qtype {
 	case "", "classic", "stream":
 	default: // as openQueue refuses it
-		return errorf(ErrPrecondition, "queue type '%s' is not supported by this node yet", args.QueueType)
+		return errorf(ErrPrecondition, "queue type '%s' is not supported by this node yet", qtype)
 	}
 	return nil
 }

@@ -80,7 +80,8 @@ func (c *conn) handshake() error {
 		return c.handshakeFail(newError(wire.AccessRefused, "%s", err))
 	}
 	if err := c.srv.backend.Authenticate(user, pass, c.nc.RemoteAddr()); err != nil {
-		c.logRefused("starting", user, refusalReason(err), fmt.Sprintf("%s login refused: %s", startOk.Mechanism, strings.TrimPrefix(err.Error(), auth.ErrRefused.Error()+": ")))
+		reason, detail := auth.Refusal(err)
+		c.logRefused("starting", user, reason, fmt.Sprintf("%s login refused: %s", startOk.Mechanism, detail))
 		return c.handshakeFail(newError(wire.AccessRefused, "Login was refused using authentication mechanism %s. For details see the broker logfile.", startOk.Mechanism))
 	}
 	c.user = user
@@ -144,19 +145,6 @@ func (c *conn) peer() string { return c.nc.RemoteAddr().String() }
 func (c *conn) logRefused(state, user, reason, text string) {
 	c.srv.log.Info(fmt.Sprintf("Error on AMQP connection %s (state: %s): %s", c.name, state, text),
 		"peer", c.peer(), "user", user, "reason", reason)
-}
-
-// refusalReason names why a login was refused.
-func refusalReason(err error) string {
-	switch {
-	case errors.Is(err, auth.ErrUnknownUser):
-		return "unknown user"
-	case errors.Is(err, auth.ErrWrongPassword):
-		return "wrong password"
-	case errors.Is(err, auth.ErrLoopbackOnly):
-		return "not allowed from this address"
-	}
-	return "refused"
 }
 
 func negotiate32(server, client uint32) uint32 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 
 	"github.com/warrenmq/warren/broker/meta"
 )
@@ -83,4 +84,22 @@ func PeerAddr(remoteAddr string) net.Addr {
 		return nil
 	}
 	return net.TCPAddrFromAddrPort(ap)
+}
+
+// Refusal explains a refused login for the log: reason names why in a few
+// words (unknown user, wrong password, not allowed from this address, or
+// refused), detail is the error's text after "login refused: " in
+// RabbitMQ's wording. Clients are told less (see each protocol's handshake).
+func Refusal(err error) (reason, detail string) {
+	switch {
+	case errors.Is(err, ErrUnknownUser):
+		reason = "unknown user"
+	case errors.Is(err, ErrWrongPassword):
+		reason = "wrong password"
+	case errors.Is(err, ErrLoopbackOnly):
+		reason = "not allowed from this address"
+	default:
+		reason = "refused"
+	}
+	return reason, strings.TrimPrefix(err.Error(), ErrRefused.Error()+": ")
 }

@@ -10,7 +10,6 @@ import (
 	"net"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -320,7 +319,8 @@ func (c *conn) handshake(cmd proto.Command) error {
 				code = proto.CodeSaslAuthFailureLoopback
 			}
 			c.respond(proto.KeySaslAuthenticate, m.CorrelationID, code)
-			return c.fail(user, refusalReason(err), "PLAIN login refused: %s", strings.TrimPrefix(err.Error(), auth.ErrRefused.Error()+": "))
+			reason, detail := auth.Refusal(err)
+			return c.fail(user, reason, "PLAIN login refused: %s", detail)
 		}
 		c.user = user
 		c.state = stateTune
@@ -384,19 +384,6 @@ func (c *conn) fail(user, reason, format string, args ...any) error {
 		"peer", c.nc.RemoteAddr().String(), "user", user, "reason", reason)
 	c.closing.Store(true)
 	return nil
-}
-
-// refusalReason names why a login was refused.
-func refusalReason(err error) string {
-	switch {
-	case errors.Is(err, auth.ErrUnknownUser):
-		return "unknown user"
-	case errors.Is(err, auth.ErrWrongPassword):
-		return "wrong password"
-	case errors.Is(err, auth.ErrLoopbackOnly):
-		return "not allowed from this address"
-	}
-	return "refused"
 }
 
 func negotiate(server, client uint32) uint32 {

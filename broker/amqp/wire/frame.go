@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+
+	"github.com/warrenmq/warren/broker/framebuf"
 )
 
 // ProtocolHeader is the 8-byte header a client sends before its first
@@ -91,32 +93,24 @@ func growBytes(b []byte, n int) []byte {
 	return nb
 }
 
-// Reader reads frames from a byte stream through its own buffer. It is not
-// safe for concurrent use.
+// Reader reads frames from a byte stream through its own buffer, which
+// grows only with bytes that arrive (framebuf). It is not safe for
+// concurrent use.
 type Reader struct {
-	rd       io.Reader
-	buf      []byte
-	r, w     int // buf[r:w] holds unread bytes
+	b        framebuf.Buffer
 	maxFrame uint32
 }
 
 // NewReader returns a Reader over r with a buffer of bufSize bytes
 // (at least FrameMinSize). Frames larger than the buffer grow it.
 func NewReader(r io.Reader, bufSize int) *Reader {
-	bufSize = max(bufSize, FrameMinSize)
-	return &Reader{rd: r, buf: make([]byte, bufSize)}
+	return &Reader{b: framebuf.New(r, max(bufSize, FrameMinSize))}
 }
 
 // Grow makes the buffer at least n bytes, so that a trusted peer's frames
 // are read with few system calls (a connection starts small and grows it
 // once the handshake is done).
-func (r *Reader) Grow(n int) {
-	if n > len(r.buf) {
-		nb := make([]byte, n)
-		r.w = copy(nb, r.buf[r.r:r.w])
-		r.r, r.buf = 0, nb
-	}
-}
+func (r *Reader) Grow(n int) { r.b.Grow(n) }
 
 // SetMaxFrameSize sets the largest frame ReadFrame accepts, overhead
 // included (the negotiated frame-max). 0 means no limit.
@@ -128,13 +122,13 @@ func (r *Reader) MaxFrameSize() uint32 { return r.maxFrame }
 // Buffered returns the number of bytes read from the underlying reader
 // but not yet returned as frames. A connection can use it to handle every
 // frame already received before flushing its replies.
-func (r *Reader) Buffered() int { return r.w - r.r }
+func (r *Reader) Buffered() int { return r.b.Buffered() }
 
 // NextMethod reports the class and method ids of the next frame if it is
 // a method frame received whole (so ReadFrame returns it without reading
 // from the underlying reader); ok is false otherwise. It reads nothing.
 func (r *Reader) NextMethod() (class, method uint16, ok bool) {
-	b := r.buf[r.r:r.w]
+	b := r.b.Unread()
 	if len(b) < 7 || b[0] != FrameMethod {
 		return 0, 0, false
 	}
@@ -145,56 +139,14 @@ func (r *Reader) NextMethod() (class, method uint16, ok bool) {
 	return binary.BigEndian.Uint16(b[7:]), binary.BigEndian.Uint16(b[9:]), true
 }
 
-// fill makes at least n unread bytes available, compacting and growing the
-// buffer as needed. Growth follows the data actually received (doubling),
-// so a hostile size field cannot make the reader allocate ahead of input.
-func (r *Reader) fill(n int) error {
-	for empty := 0; r.w-r.r < n; {
-		if len(r.buf)-r.r < n {
-			if r.r > 0 {
-				copy(r.buf, r.buf[r.r:r.w])
-				r.w -= r.r
-				r.r = 0
-			}
-			if len(r.buf) < n && r.w == len(r.buf) {
-				nb := make([]byte, min(n, 2*len(r.buf)))
-				copy(nb, r.buf[:r.w])
-				r.buf = nb
-			}
-		}
-		m, err := r.rd.Read(r.buf[r.w:])
-		r.w += m
-		if m == 0 && err == nil {
-			if empty++; empty >= 100 {
-				return io.ErrNoProgress
-			}
-		}
-		if err != nil && r.w-r.r < n {
-			// Like bufio: report the error once; bytes already read stay
-			// buffered, so a read that timed out can be retried.
-			return err
-		}
-	}
-	return nil
-}
-
-// eof turns io.EOF in the middle of a frame into io.ErrUnexpectedEOF.
-func (r *Reader) eof(err error) error {
-	if err == io.EOF && r.w > r.r {
-		return io.ErrUnexpectedEOF
-	}
-	return err
-}
-
 // ReadProtocolHeader reads the 8-byte protocol header. It returns whatever
 // 8 bytes arrived; the caller compares them with ProtocolHeader.
 func (r *Reader) ReadProtocolHeader() ([8]byte, error) {
 	var h [8]byte
-	if err := r.fill(8); err != nil {
-		return h, fmt.Errorf("read protocol header: %w", r.eof(err))
+	if err := r.b.Fill(8); err != nil {
+		return h, fmt.Errorf("read protocol header: %w", err)
 	}
-	copy(h[:], r.buf[r.r:])
-	r.r += 8
+	copy(h[:], r.b.Next(8))
 	return h, nil
 }
 
@@ -203,10 +155,10 @@ func (r *Reader) ReadProtocolHeader() ([8]byte, error) {
 // ErrBadFrameType, ErrBadFrameEnd, io.EOF at a frame boundary,
 // io.ErrUnexpectedEOF inside a frame, or the underlying reader's error.
 func (r *Reader) ReadFrame() (Frame, error) {
-	if err := r.fill(7); err != nil {
-		return Frame{}, r.eof(err)
+	if err := r.b.Fill(7); err != nil {
+		return Frame{}, err
 	}
-	h := r.buf[r.r : r.r+7]
+	h := r.b.Unread()
 	typ := h[0]
 	channel := binary.BigEndian.Uint16(h[1:])
 	size := binary.BigEndian.Uint32(h[3:])
@@ -222,15 +174,14 @@ func (r *Reader) ReadFrame() (Frame, error) {
 		return Frame{}, fmt.Errorf("%w: %d bytes on channel %d", ErrFrameTooLarge, size, channel)
 	}
 	n := int(size) + FrameOverhead
-	if err := r.fill(n); err != nil {
-		return Frame{}, r.eof(err)
+	if err := r.b.Fill(n); err != nil {
+		return Frame{}, err
 	}
-	start := r.r
-	if r.buf[start+n-1] != FrameEnd {
-		return Frame{}, fmt.Errorf("%w: %#02x after %d-byte frame on channel %d", ErrBadFrameEnd, r.buf[start+n-1], size, channel)
+	if end := r.b.Unread()[n-1]; end != FrameEnd {
+		return Frame{}, fmt.Errorf("%w: %#02x after %d-byte frame on channel %d", ErrBadFrameEnd, end, size, channel)
 	}
-	r.r += n
-	return Frame{Type: typ, Channel: channel, Payload: r.buf[start+7 : start+n-1 : start+n-1]}, nil
+	f := r.b.Next(n)
+	return Frame{Type: typ, Channel: channel, Payload: f[7 : n-1 : n-1]}, nil
 }
 
 const maxInt = int(^uint(0) >> 1)

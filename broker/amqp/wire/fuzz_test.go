@@ -195,6 +195,7 @@ func FuzzCheckTable(f *testing.F) {
 	f.Add(nestedTableBytes(MaxNestingDepth - 1))
 	f.Add(nestedTableBytes(MaxNestingDepth))
 	f.Add([]byte{0, 0, 0, 3, 1, 'k', 'V'})
+	f.Add([]byte{0, 0, 0, 2, 0, 'x'}) // a byte array whose length is cut short
 	f.Fuzz(func(t *testing.T, b []byte) {
 		n, err := CheckTable(b)
 		_, dn, derr := DecodeTable(b)

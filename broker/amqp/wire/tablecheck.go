@@ -91,6 +91,7 @@ func checkValue(b []byte, depth int) (int, error) {
 		size = 8
 	case 'S', 'x':
 		if len(v) < 4 {
+			size = 4 // its length, cut short: refused below
 			break
 		}
 		n := binary.BigEndian.Uint32(v)

@@ -9,20 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 : "${WARREN_AMQP_URL:?run me through hack/interop/run.sh}"
-CACHE=${INTEROP_CACHE:-$HOME/.cache/warren/interop}
-VERSION=$(sed -n 's/^celery==//p' requirements.txt)
-VENV=$CACHE/celery-$VERSION
-mkdir -p "$CACHE"
-(
-  flock 9
-  if ! cmp -s requirements.txt "$VENV/.requirements"; then
-    echo "celery: installing celery $VERSION into $VENV"
-    rm -rf "$VENV"
-    python3 -m venv "$VENV"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r requirements.txt
-    cp requirements.txt "$VENV/.requirements"
-  fi
-) 9>"$CACHE/.celery.lock"
+source ../lib.sh
+VENV=$(install_venv celery)
 LOG=$(mktemp "${TMPDIR:-/tmp}/celery-worker.XXXXXX")
 "$VENV/bin/celery" -A tasks worker --loglevel=INFO --concurrency=4 --pool=prefork \
   --hostname "interop@%h" >"$LOG" 2>&1 &
@@ -47,8 +35,4 @@ if [ -n "$ERRORS" ]; then
   echo "$ERRORS" | head -20 >&2
   exit 1
 fi
-if [ -n "${WARREN_LOG:-}" ] && grep -q 'level=ERROR' "$WARREN_LOG"; then
-  echo "celery: FAIL the broker logged errors:" >&2
-  grep 'level=ERROR' "$WARREN_LOG" | head -5 >&2
-  exit 1
-fi
+fail_on_broker_errors celery

@@ -6,23 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 : "${WARREN_AMQP_URL:?run me through hack/interop/run.sh}"
-CACHE=${INTEROP_CACHE:-$HOME/.cache/warren/interop}
-VERSION=$(sed -n 's/^pika==//p' requirements.txt)
-VENV=$CACHE/pika-$VERSION
-mkdir -p "$CACHE"
-(
-  flock 9
-  if ! cmp -s requirements.txt "$VENV/.requirements"; then
-    echo "pika: installing pika $VERSION into $VENV"
-    rm -rf "$VENV"
-    python3 -m venv "$VENV"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r requirements.txt
-    cp requirements.txt "$VENV/.requirements"
-  fi
-) 9>"$CACHE/.pika.lock"
+source ../lib.sh
+VENV=$(install_venv pika)
 "$VENV/bin/python" scenarios.py
-if [ -n "${WARREN_LOG:-}" ] && grep -q 'level=ERROR' "$WARREN_LOG"; then
-  echo "pika: FAIL the broker logged errors:" >&2
-  grep 'level=ERROR' "$WARREN_LOG" | head -5 >&2
-  exit 1
-fi
+fail_on_broker_errors pika

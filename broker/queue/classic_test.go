@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/broker/amqp/wire"
+	"github.com/warrenmq/warren/broker/brokertest/eventually"
 	"github.com/warrenmq/warren/broker/message"
 	"github.com/warrenmq/warren/broker/store"
 )
@@ -557,5 +558,62 @@ func TestFlowControlKeepsAConsumedQueueInMemory(t *testing.T) {
 	}
 	if limit := window/2 + 2*batchSize; maxReady > limit {
 		t.Fatalf("the backlog reached %d messages with the consumer taking them; flow control should keep it under %d (half the window of %d, and a batch in flight)", maxReady, limit, window)
+	}
+}
+
+// A get or purge in the same turn as publishes acts on messages already in
+// the index: a message got with no ack, or purged, does not come back
+// after a crash, and nothing is handed out before it was written.
+func TestGetAndPurgeInThePublishingTurn(t *testing.T) {
+	tests := []struct {
+		name string
+		take func(t *testing.T, q *Classic)
+	}{
+		{"get with no ack", func(t *testing.T, q *Classic) {
+			d, ok, err := q.Get(context.Background(), true)
+			if err != nil || !ok || string(d.Msg.Body) != "m" {
+				t.Errorf("get: %q %v %v, want the message just published", d.Msg.Body, ok, err)
+			}
+		}},
+		{"purge", func(t *testing.T, q *Classic) {
+			if n, err := q.Purge(context.Background()); err != nil || n != 1 {
+				t.Errorf("purge: %d %v, want 1", n, err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			f := open(t, dir, Info{Name: "q", Durable: true}, nil, 100)
+			// Hold the queue's turn while the publish and the get (or purge)
+			// reach its inbox, so that one turn applies both.
+			f.q.turnMu.Lock()
+			f.q.Publish([]Publish{{Msg: f.msg("m", true)}})
+			done := make(chan struct{})
+			go func() { defer close(done); tt.take(t, f.q) }()
+			eventually.True(t, 5*time.Second, "publish and take in the inbox", func() bool {
+				f.q.mu.Lock()
+				defer f.q.mu.Unlock()
+				return len(f.q.inbox) == 2
+			})
+			f.q.turnMu.Unlock()
+			<-done
+			// Reopen the same files without a clean close: as after kill -9.
+			vs2, err := store.OpenVhost(context.Background(), store.VhostConfig{Dir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer vs2.Close()
+			cfg := f.cfg
+			cfg.Store = vs2
+			q2, err := OpenClassic(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q2.Close(context.Background())
+			if st := waitStats(t, q2, func(Stats) bool { return true }); st.Ready != 0 {
+				t.Fatalf("after a crash the queue has %d messages, want 0: the message was taken", st.Ready)
+			}
+		})
 	}
 }

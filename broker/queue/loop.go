@@ -46,6 +46,15 @@ func (q *Classic) turn(cmds []cmd) bool {
 	var writes []store.Entry
 	var wrote []*qmsg // the messages of writes, in order
 	var durableConfirms, directConfirms []Publish
+	// written makes the turn's publishes so far durable before a command
+	// that takes messages out of the queue (get, purge, a conversion):
+	// nothing leaves the queue before its entry is in the index, so a
+	// message got or purged is acked there, and a failed write (a full
+	// disk) nacks messages no one has seen.
+	written := func() {
+		q.flushWrites(writes, wrote, durableConfirms)
+		writes, wrote, durableConfirms = nil, nil, nil
+	}
 	for i := range cmds {
 		c := &cmds[i]
 		switch c.kind {
@@ -88,9 +97,11 @@ func (q *Classic) turn(cmds []cmd) bool {
 				return false
 			}
 		case cGet:
+			written()
 			d, ok := q.get(c.noAck)
 			c.reply <- result{d: d, ok: ok}
 		case cPurge:
+			written()
 			c.reply <- result{n: q.purge()}
 		case cSynced:
 			q.sendConfirms(c.pubs, c.err == nil)
@@ -99,6 +110,7 @@ func (q *Classic) turn(cmds []cmd) bool {
 				c.reply <- result{n: q.idx.Version()}
 				continue
 			}
+			written()
 			c.reply <- result{err: q.convert(c.ctx, c.storeOpt)}
 		case cDelete:
 			st := q.Stats()

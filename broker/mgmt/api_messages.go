@@ -69,7 +69,10 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, u caller) {
 	}
 	out := []map[string]any{}
 	var seqs []uint64
-	for len(out) < count {
+	// What one answer holds is bounded: a count of millions on a queue of
+	// large messages stops at getBytesLimit of payload (at least one
+	// message), not when the node runs out of memory.
+	for held := 0; len(out) < count && held < getBytesLimit; {
 		d, ok, err := q.Get(r.Context(), false)
 		if err != nil {
 			settle(q, seqs)
@@ -84,10 +87,15 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, u caller) {
 		}
 		seqs = append(seqs, d.Seq)
 		out = append(out, messageJSON(d, body.Encoding == "base64", truncate))
+		held += len(d.Msg.Body)
 	}
 	settle(q, seqs)
 	writeJSON(w, http.StatusOK, out)
 }
+
+// getBytesLimit bounds the payload bytes one get answers with (the
+// messages are held unacked and rendered in memory until it is written).
+const getBytesLimit = 64 << 20
 
 // apiOwner is the HTTP API's owner id for vhost.Queue: no connection has
 // it, so an exclusive queue is always another's (resource-locked), as it is

@@ -170,3 +170,24 @@ func TestGetMessagesRefused(t *testing.T) {
 	a.waitReady("work", 1)
 	a.waitReady("mine", 1)
 }
+
+// One get answers with at most 64 MiB of payload, whatever count asks
+// for: a count of millions on a queue of large messages is an answer the
+// node can hold, not one it runs out of memory building. What it leaves is
+// still in the queue.
+func TestGetMessagesIsBounded(t *testing.T) {
+	n := brokertest.Start(t)
+	a := newAPI(t, n)
+	a.must("PUT", "/api/queues/%2F/big", map[string]any{"durable": true}, 201)
+	body := make([]byte, 20<<20)
+	msgs := make([]amqp091.Publishing, 5)
+	for i := range msgs {
+		msgs[i] = amqp091.Publishing{Body: body, DeliveryMode: 2}
+	}
+	publishConfirmed(t, n.Channel(t), "big", msgs...)
+	got := a.getMessages("big", map[string]any{"count": 2000000000, "ackmode": "ack_requeue_true", "encoding": "auto", "truncate": 10})
+	if len(got) != 4 {
+		t.Fatalf("a get of 2e9 messages of 20 MiB answered %d, want 4 (stopping at 64 MiB of payload)", len(got))
+	}
+	a.waitReady("big", 5)
+}

@@ -90,6 +90,29 @@
 // Store.mu only to apply a synced batch and to add or remove a segment,
 // never across a write or fdatasync, and never takes Group.wmu.
 //
+// # Benchmarks
+//
+// BenchmarkAppend: 1, 10 and 1,000 groups append concurrently, each one
+// 256-byte entry per StoreLogs call (as raft does), real fdatasync:
+//
+//	go test -run '^$' -bench BenchmarkAppend -benchtime 3s ./broker/cluster/logstore/
+//
+// Measured 2026-11-24 on this project's build machine (2 vCPUs shared with
+// other jobs, virtio disk, ext4; figures vary with the disk's sync latency):
+//
+//	groups   appends/s   fsyncs/s   appends per fsync
+//	1            1,827      1,827      1.0
+//	10           6,367      1,289      4.9
+//	1000       223,107        458    488
+//
+// One group is bound by one fdatasync per append (~0.55 ms here). With
+// more groups each fdatasync serves every group that queued meanwhile, so
+// the append rate grows with the number of groups while the fsync rate
+// stays at or below the disk's; a store per group would need one fsync per
+// append per group. With 10 groups about half of them catch each batch:
+// a group re-queues only after its answer, while the writer starts the
+// next batch at once.
+//
 // # Bad input
 //
 // Group ids are 1 to 65535 bytes (ErrGroupID); a record's length above

@@ -31,12 +31,21 @@ type chanStats struct {
 		xc       *ExchangeCounters
 		in, out  uint64
 	}
+	// exchanges caches the counters of the exchanges this channel
+	// published to (reader only), so a channel that alternates between
+	// exchanges does not take the server's lock per publish.
+	exchanges map[string]*ExchangeCounters
 }
 
 // ExchangeCounters are an exchange's cumulative message counters: messages
 // published into it, and those it routed to at least one queue (RabbitMQ's
 // publish_in and publish_out).
-type ExchangeCounters struct{ In, Out atomic.Uint64 }
+type ExchangeCounters struct {
+	In, Out atomic.Uint64
+	// gone is set when the exchange's counters are forgotten (it was
+	// deleted): a channel that cached them looks them up again.
+	gone atomic.Bool
+}
 
 type exchangeKey struct{ vhost, name string }
 
@@ -74,6 +83,7 @@ func (s *Server) ExchangeStats(live func(vhost, name string) bool) map[[2]string
 	out := make(map[[2]string]*ExchangeCounters, len(s.xstats.m))
 	for k, c := range s.xstats.m {
 		if !live(k.vhost, k.name) {
+			c.gone.Store(true)
 			delete(s.xstats.m, k)
 			continue
 		}
@@ -86,9 +96,9 @@ func (s *Server) ExchangeStats(live func(vhost, name string) bool) map[[2]string
 // queue or not, returned (mandatory) or dropped.
 func (ch *channel) countPublish(exchange string, routed, returned bool) {
 	p := &ch.stats.pending
-	if p.xc == nil || p.exchange != exchange {
+	if p.xc == nil || p.exchange != exchange || p.xc.gone.Load() {
 		ch.flushExchange()
-		p.exchange, p.xc = exchange, ch.c.srv.xstats.counters(ch.c.vh.Name(), exchange)
+		p.exchange, p.xc = exchange, ch.exchangeCounters(exchange)
 	}
 	p.publish++
 	p.in++
@@ -100,7 +110,27 @@ func (ch *channel) countPublish(exchange string, routed, returned bool) {
 	default:
 		p.dropped++
 	}
-	ch.c.statsCh = ch
+	if sc := ch.c.statsCh; sc != ch {
+		if sc != nil { // counts of another channel in this read batch
+			sc.flushStats()
+		}
+		ch.c.statsCh = ch
+	}
+}
+
+// exchangeCounters returns an exchange's counters from the channel's
+// cache, or from the server's table (under its lock) the first time and
+// after the exchange was deleted.
+func (ch *channel) exchangeCounters(exchange string) *ExchangeCounters {
+	if xc := ch.stats.exchanges[exchange]; xc != nil && !xc.gone.Load() {
+		return xc
+	}
+	if ch.stats.exchanges == nil || len(ch.stats.exchanges) >= 64 {
+		ch.stats.exchanges = map[string]*ExchangeCounters{} // bounded: a channel publishing to many starts over
+	}
+	xc := ch.c.srv.xstats.counters(ch.c.vh.Name(), exchange)
+	ch.stats.exchanges[exchange] = xc
+	return xc
 }
 
 // flushExchange adds the pending exchange counts to the exchange's counters.

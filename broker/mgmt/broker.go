@@ -29,9 +29,8 @@ type Broker interface {
 	// Consumers lists the AMQP consumers of every channel.
 	Consumers() []amqp.ConsumerInfo
 	// ExchangeStats are the message counters of the exchanges AMQP clients
-	// published to, by vhost and name; those live says are gone are
-	// forgotten.
-	ExchangeStats(live func(vhost, name string) bool) map[[2]string]*amqp.ExchangeCounters
+	// published to and that exist, by vhost and name.
+	ExchangeStats() map[[2]string]*amqp.ExchangeCounters
 	// CloseConnection closes a client connection by name (amqp.ErrNoConnection if unknown).
 	CloseConnection(name, reason string) error
 	// Alarms lists active resource alarms ("memory", "disk").

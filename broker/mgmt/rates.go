@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/broker/amqp"
-	"github.com/warrenmq/warren/broker/vhost"
 )
 
 // The overview's message counters, under RabbitMQ's names.
@@ -199,23 +198,10 @@ func (s *Server) channelMessageStats(c amqp.ChannelInfo) map[string]any {
 	return withRates(channelStats[:], counts[:], rs)
 }
 
-// exchangeCounts reads every exchange's counters, forgetting those of
-// exchanges that no longer exist.
+// exchangeCounts reads every exchange's counters.
 func (s *Server) exchangeCounts() map[[2]string][len(exchangeStats)]uint64 {
-	vhosts := map[string]*vhost.Vhost{}
-	for _, v := range s.b.VhostList() {
-		vhosts[v.Name()] = v
-	}
-	live := func(vh, name string) bool {
-		v, ok := vhosts[vh]
-		if !ok {
-			return false
-		}
-		_, ok = v.Routes().Exchange(name)
-		return ok
-	}
 	out := map[[2]string][len(exchangeStats)]uint64{}
-	for k, c := range s.b.ExchangeStats(live) {
+	for k, c := range s.b.ExchangeStats() {
 		out[k] = [len(exchangeStats)]uint64{c.In.Load(), c.Out.Load()}
 	}
 	return out

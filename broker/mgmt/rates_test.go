@@ -155,3 +155,58 @@ func checkRates(a api, path string, stats []string, ok func(float64) bool) error
 	}
 	return nil
 }
+
+// Publishes counted on several channels of one connection are each
+// channel's and each exchange's, however the reader batches them: two
+// channels publishing in turn to two exchanges count every message, on the
+// channel it went on and the exchange it went to.
+func TestPublishCountsOfChannelsSharingAConnection(t *testing.T) {
+	n := brokertest.Start(t)
+	a := newAPI(t, n)
+	conn := n.Dial(t)
+	chans := make([]*amqp091.Channel, 2)
+	for i := range chans {
+		ch, err := conn.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans[i] = ch
+	}
+	for _, x := range []string{"x1", "x2"} {
+		if err := chans[0].ExchangeDeclare(x, "fanout", false, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const rounds = 200
+	for i := 0; i < rounds; i++ {
+		for c, ch := range chans {
+			// Channel c alternates between the exchanges, so every publish
+			// changes channel or exchange from the one before.
+			x := []string{"x1", "x2"}[(i+c)%2]
+			if err := ch.PublishWithContext(context.Background(), x, "", false, false, amqp091.Publishing{Body: []byte("m")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	eventually.Succeeds(t, 10*time.Second, "every publish counted", func() error {
+		var channels []map[string]any
+		if err := json.Unmarshal(a.must("GET", "/api/channels", nil, 200), &channels); err != nil {
+			return err
+		}
+		for _, c := range channels {
+			if p := field(c, "message_stats", "publish"); p != float64(rounds) {
+				return fmt.Errorf("channel %v: publish %v, want %d", c["name"], p, rounds)
+			}
+		}
+		for _, x := range []string{"x1", "x2"} {
+			var body map[string]any
+			if err := json.Unmarshal(a.must("GET", "/api/exchanges/%2F/"+x, nil, 200), &body); err != nil {
+				return err
+			}
+			if p := field(body, "message_stats", "publish_in"); p != float64(rounds) {
+				return fmt.Errorf("exchange %s: publish_in %v, want %d", x, p, rounds)
+			}
+		}
+		return nil
+	})
+}

@@ -58,6 +58,7 @@ func (b *Broker) watchResources(ctx context.Context) {
 		if changed {
 			b.applyAlarms()
 		}
+		b.ExchangeStats() // forget the counters of deleted exchanges
 		select {
 		case <-ctx.Done():
 			return

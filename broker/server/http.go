@@ -61,9 +61,18 @@ func (b *Broker) Connections() []amqp.ConnectionInfo { return b.AMQP.Connections
 // Channels implements mgmt.Broker.
 func (b *Broker) Channels() []amqp.ChannelInfo { return b.AMQP.Channels() }
 
-// ExchangeStats implements mgmt.Broker.
-func (b *Broker) ExchangeStats(live func(vhost, name string) bool) map[[2]string]*amqp.ExchangeCounters {
-	return b.AMQP.ExchangeStats(live)
+// ExchangeStats implements mgmt.Broker: the counters of exchanges that
+// exist; those of deleted ones are forgotten (the resource watch also
+// does it every second, so they stay bounded without the HTTP API).
+func (b *Broker) ExchangeStats() map[[2]string]*amqp.ExchangeCounters {
+	return b.AMQP.ExchangeStats(func(vh, name string) bool {
+		v, ok := b.Vhost(vh)
+		if !ok {
+			return false
+		}
+		_, ok = v.Routes().Exchange(name)
+		return ok
+	})
 }
 
 // Consumers implements mgmt.Broker.

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -137,5 +138,65 @@ func TestProbeDiskFullAppendIsAllOrNothing(t *testing.T) {
 			t.Logf("%d entries stored (%d in the message store); %d mixed and %d embedded batches failed with ENOSPC", len(stored), large, failures[true], failures[false])
 			_ = q.Close(true)
 		})
+	}
+}
+
+// A v1 journal flush that a full disk stops halfway can be retried: the
+// entries it placed in segments are the segments' (counted once, never
+// placed twice), and one of them acked after space came back stays acked
+// after the next flush and a crash.
+func TestProbeDiskFullJournalFlushRetry(t *testing.T) {
+	mnt := tmpfs.Mount(t, 4<<20)
+	dir := filepath.Join(mnt, "vhost")
+	opts := Options{Version: 1, EmbedBelow: 4096, SegmentEntries: 256}
+	v, err := OpenVhost(context.Background(), VhostConfig{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := openQueue(t, v, "q", opts)
+	var batch []Entry
+	for seq := uint64(0); seq < 10; seq++ {
+		batch = append(batch, Entry{Seq: seq, ID: MsgID(seq + 1), Persistent: true, Data: body(seq, 100)})
+	}
+	if err := q.Append(batch); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Ack([]uint64{5}); err != nil { // a hole: the flush writes 0-4 before it places 6
+		t.Fatal(err)
+	}
+	filler := filepath.Join(mnt, "filler")
+	tmpfs.Fill(t, filler, -1)
+	if err := q.flushJournal(); !IsNoSpace(err) {
+		t.Fatalf("journal flush on a full disk: %v, want ENOSPC", err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Ack([]uint64{2}); err != nil {
+		t.Fatalf("ack once space is back: %v", err)
+	}
+	if err := q.flushJournal(); err != nil {
+		t.Fatalf("journal flush once space is back: %v", err)
+	}
+	if q.live != 8 {
+		t.Fatalf("queue counts %d live entries, want 8", q.live)
+	}
+	syncNow(t, q)
+	q.closeFiles() // crash
+	_ = v.Close()
+
+	v, err = OpenVhost(context.Background(), VhostConfig{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	q, _ = openQueue(t, v, "q", opts)
+	v.RecoveryDone()
+	var got []uint64
+	for _, e := range readAll(t, q) {
+		got = append(got, e.Seq)
+	}
+	if fmt.Sprint(got) != "[0 1 3 4 6 7 8 9]" {
+		t.Fatalf("after a crash the queue has %v, want [0 1 3 4 6 7 8 9] (2 and 5 acked, nothing twice)", got)
 	}
 }

@@ -286,13 +286,20 @@ func (q *QueueIndex) flushJournal() error {
 	for _, seq := range seqs {
 		je := q.jpend[seq]
 		// placeEntry counts the entry again: it was counted when journaled.
+		n := int64(binary.BigEndian.Uint32(je.e[28:]))
 		q.live--
-		q.bytes -= int64(binary.BigEndian.Uint32(je.e[28:]))
+		q.bytes -= n
 		if err := q.placeEntry(je.e, je.body, nil); err != nil {
+			// Not placed (a full disk): it stays a journal entry, counted
+			// once. Those placed before it are the segments' now, so a
+			// retry does not place them twice and their acks go to the
+			// segments.
+			q.live++
+			q.bytes += n
 			return err
 		}
+		delete(q.jpend, seq)
 	}
-	q.jpend = map[uint64]*jentry{}
 	if err := q.Flush(); err != nil {
 		return err
 	}

@@ -27,8 +27,11 @@
 // turn's durable messages leave the queue and their publishers are nacked,
 // so a nacked message is never delivered; transient ones that were only
 // being spilled stay in memory. Deliveries to consumers that ack are
-// recorded in the index (one status write per run of entries) before they
-// reach the socket, so after a crash only those come back redelivered.
+// recorded in the index (one status write per run of entries) before the
+// turn flushes them to the socket, so after a crash only those come back
+// redelivered. (A connection's writer busy with earlier output may send
+// some of them sooner: a crash in that instant costs the mark, never the
+// message; redelivered stays a hint, as in AMQP.)
 //
 // Lock chains that cross packages are in one list: LOCKS.md at the repository root.
 package queue

@@ -183,7 +183,8 @@ func (q *Classic) noteDelivered(m *qmsg) {
 }
 
 // markDelivered records the turn's deliveries in the index (one status
-// write per run of entries) before they reach the socket: after a crash,
+// write per run of entries) before the turn flushes them (see doc.go for
+// the writer that may be faster): after a crash,
 // messages that were handed to a consumer come back redelivered, and only
 // those, as with RabbitMQ's classic queue index.
 func (q *Classic) markDelivered() {

@@ -440,11 +440,23 @@ func (s *Server) getConnection(w http.ResponseWriter, r *http.Request, u caller)
 
 func (s *Server) deleteConnection(w http.ResponseWriter, r *http.Request, u caller) {
 	name := pv(r, "name")
+	// Only a listed connection is closed, once its user is known to be one
+	// the caller may reach: one still in its handshake is not found (it
+	// could turn out to be another user's).
+	listed := false
 	for _, c := range s.b.Connections() {
-		if c.Name == name && !u.mayReach(c.User) {
-			writeError(w, http.StatusUnauthorized, "not_authorised", "User not authorised to access object")
-			return
+		if c.Name == name {
+			if !u.mayReach(c.User) {
+				writeError(w, http.StatusUnauthorized, "not_authorised", "User not authorised to access object")
+				return
+			}
+			listed = true
+			break
 		}
+	}
+	if !listed {
+		writeError(w, http.StatusNotFound, "not_found", "Object Not Found")
+		return
 	}
 	err := s.b.CloseConnection(name, r.Header.Get("X-Reason"))
 	if errors.Is(err, amqp.ErrNoConnection) {

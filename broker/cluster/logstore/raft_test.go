@@ -1,9 +1,10 @@
 package logstore
 
 import (
-	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,43 +13,60 @@ import (
 	"github.com/warrenmq/warren/broker/brokertest/eventually"
 )
 
-// counter is a raft.FSM that counts the commands it applied.
+// counter is a raft.FSM that counts the distinct commands it applied (a
+// command retried after a lost leadership counts once).
 type counter struct {
-	mu sync.Mutex
-	n  uint64
+	mu   sync.Mutex
+	seen map[string]bool
 }
 
-func (c *counter) Apply(*raft.Log) any {
+func (c *counter) Apply(l *raft.Log) any {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.n++
-	return c.n
-}
-
-func (c *counter) count() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
-}
-
-func (c *counter) Snapshot() (raft.FSMSnapshot, error) { return snap(c.count()), nil }
-
-func (c *counter) Restore(r io.ReadCloser) error {
-	defer r.Close()
-	var b [8]byte
-	if _, err := io.ReadFull(r, b[:]); err != nil {
-		return err
+	if c.seen == nil {
+		c.seen = map[string]bool{}
 	}
-	c.mu.Lock()
-	c.n = binary.LittleEndian.Uint64(b[:])
-	c.mu.Unlock()
+	c.seen[string(l.Data)] = true
 	return nil
 }
 
-type snap uint64
+func (c *counter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.seen)
+}
+
+func (c *counter) Snapshot() (raft.FSMSnapshot, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := make([]string, 0, len(c.seen))
+	for k := range c.seen {
+		keys = append(keys, k)
+	}
+	return snap(strings.Join(keys, "\n")), nil
+}
+
+func (c *counter) Restore(r io.ReadCloser) error {
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen = map[string]bool{}
+	for _, k := range strings.Split(string(b), "\n") {
+		if k != "" {
+			c.seen[k] = true
+		}
+	}
+	return nil
+}
+
+type snap string
 
 func (s snap) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(binary.LittleEndian.AppendUint64(nil, uint64(s))); err != nil {
+	if _, err := sink.Write([]byte(s)); err != nil {
 		_ = sink.Cancel()
 		return err
 	}
@@ -70,9 +88,9 @@ type member struct {
 func raftConfig(id raft.ServerID) *raft.Config {
 	c := raft.DefaultConfig()
 	c.LocalID = id
-	c.HeartbeatTimeout = 100 * time.Millisecond
-	c.ElectionTimeout = 100 * time.Millisecond
-	c.LeaderLeaseTimeout = 50 * time.Millisecond
+	c.HeartbeatTimeout = 200 * time.Millisecond
+	c.ElectionTimeout = 200 * time.Millisecond
+	c.LeaderLeaseTimeout = 100 * time.Millisecond
 	c.CommitTimeout = 5 * time.Millisecond
 	c.TrailingLogs = 10 // a snapshot compacts the store
 	c.LogOutput = io.Discard
@@ -90,6 +108,7 @@ func (m *member) start(t *testing.T, store GroupStores, group string, boot *raft
 	r, err := raft.NewRaft(conf, m.fsm, g, g, m.snaps, m.trans)
 	must(t, err)
 	m.r = r
+	t.Cleanup(func() { _ = r.Shutdown().Error() }) // before its store closes
 }
 
 func (m *member) stop(t *testing.T) {
@@ -97,10 +116,19 @@ func (m *member) stop(t *testing.T) {
 	must(t, m.r.Shutdown().Error())
 }
 
-func applyN(t *testing.T, r *raft.Raft, n int) {
+// applyN commits n commands named prefix-0...; a command that met a lost
+// leadership goes again to the new leader (the FSM counts it once).
+func applyN(t *testing.T, ms []*member, prefix string, n int) {
 	t.Helper()
-	for i := range n {
-		must(t, r.Apply([]byte(fmt.Sprint(i)), 5*time.Second).Error())
+	for i := 0; i < n; {
+		err := waitLeader(t, ms).r.Apply([]byte(fmt.Sprintf("%s-%d", prefix, i)), 5*time.Second).Error()
+		switch {
+		case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrNotLeader):
+		case err != nil:
+			t.Fatal(err)
+		default:
+			i++
+		}
 	}
 }
 
@@ -127,10 +155,9 @@ func TestRaftSingleNodeOnTheStore(t *testing.T) {
 	_, trans := raft.NewInmemTransport("n1")
 	m := &member{id: "n1", fsm: &counter{}, snaps: raft.NewInmemSnapshotStore(), trans: trans}
 	m.start(t, s, "meta", &raft.Configuration{Servers: []raft.Server{{ID: "n1", Address: trans.LocalAddr()}}})
-	waitLeader(t, []*member{m})
-	applyN(t, m.r, 200)
+	applyN(t, []*member{m}, "a", 200)
 	must(t, m.r.Snapshot().Error())
-	applyN(t, m.r, 100)
+	applyN(t, []*member{m}, "b", 100)
 	g := s.Group("meta")
 	first, _ := g.FirstIndex()
 	if first <= 1 {
@@ -142,8 +169,7 @@ func TestRaftSingleNodeOnTheStore(t *testing.T) {
 	s = open(t, dir, Options{SegmentBytes: 8 << 10})
 	m.fsm = &counter{}
 	m.start(t, s, "meta", nil)
-	waitLeader(t, []*member{m})
-	applyN(t, m.r, 1)
+	applyN(t, []*member{m}, "c", 1)
 	eventually.True(t, 5*time.Second, "the restarted node applies its log again", func() bool { return m.fsm.count() == 301 })
 	m.stop(t)
 }
@@ -177,7 +203,7 @@ func TestRaftThreeNodesTwoGroupsShareEachNodesStore(t *testing.T) {
 		members[grp] = ms
 	}
 	for _, grp := range groups {
-		applyN(t, waitLeader(t, members[grp]).r, 50)
+		applyN(t, members[grp], "a", 50)
 	}
 	for _, grp := range groups {
 		for _, m := range members[grp] {
@@ -199,7 +225,7 @@ func TestRaftThreeNodesTwoGroupsShareEachNodesStore(t *testing.T) {
 	}
 	must(t, stores[fi].Close())
 	for _, grp := range groups {
-		applyN(t, waitLeader(t, members[grp]).r, 10)
+		applyN(t, members[grp], "b", 10)
 	}
 	stores[fi] = open(t, dirs[fi], Options{})
 	for _, grp := range groups {
@@ -228,4 +254,20 @@ func connect(ms []*member) {
 			}
 		}
 	}
+}
+
+// The in-memory twin runs raft behind the same GroupStores interface.
+func TestRaftOnTheInmemTwin(t *testing.T) {
+	var stores GroupStores = NewInmem()
+	if stores.Group("meta") != stores.Group("meta") {
+		t.Fatal("Group returns another store for the same id")
+	}
+	_, trans := raft.NewInmemTransport("n1")
+	m := &member{id: "n1", fsm: &counter{}, snaps: raft.NewInmemSnapshotStore(), trans: trans}
+	m.start(t, stores, "meta", &raft.Configuration{Servers: []raft.Server{{ID: "n1", Address: trans.LocalAddr()}}})
+	applyN(t, []*member{m}, "a", 10)
+	if last, _ := stores.Group("meta").LastIndex(); last < 10 {
+		t.Fatalf("LastIndex %d after 10 commands", last)
+	}
+	m.stop(t)
 }

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/raft"
 )
 
 // writeBatches writes group q's entries 1..n, one batch each, and returns
@@ -82,4 +85,39 @@ func TestFlippedByteInAMiddleRecordRefusesToOpen(t *testing.T) {
 		})
 	}
 	_ = seg
+}
+
+// A crash while a new segment was being created leaves it shorter than its
+// header: Open writes the header again and keeps everything before it.
+func TestTornSegmentHeaderIsRewritten(t *testing.T) {
+	for _, size := range []int{0, 3, len(segmentMagic) - 1} {
+		t.Run(fmt.Sprintf("bytes=%d", size), func(t *testing.T) {
+			dir := t.TempDir()
+			writeBatches(t, dir, 3)
+			must(t, os.WriteFile(filepath.Join(dir, "0000000000000002"+segmentExt), []byte(segmentMagic)[:size], 0o644))
+			s := open(t, dir, Options{})
+			checkLog(t, s, "q", 1, 3)
+			must(t, s.Group("q").StoreLog(entries("q", 4, 4, 1)[0]))
+			must(t, s.Close())
+			checkLog(t, open(t, dir, Options{}), "q", 1, 4)
+		})
+	}
+}
+
+// GetLog checks the record's CRC: damage after Open is an error, not
+// wrong data handed to raft.
+func TestGetLogDetectsDamageOnDisk(t *testing.T) {
+	dir := t.TempDir()
+	seg, offs := writeBatches(t, dir, 3)
+	s := open(t, dir, Options{})
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	must(t, err)
+	defer f.Close()
+	_, err = f.WriteAt([]byte{0xff}, offs[2]+headerLen+10)
+	must(t, err)
+	var l raft.Log
+	if err := s.Group("q").GetLog(2, &l); err == nil || !strings.Contains(err.Error(), "crc32c") {
+		t.Fatalf("GetLog of a damaged record = %v (data %q), want a CRC error", err, l.Data)
+	}
+	must(t, s.Group("q").GetLog(3, &l))
 }

@@ -75,7 +75,9 @@
 // after it, is damage to acknowledged entries: Open fails with ErrCorrupt
 // naming the file and offset (Raft must not silently lose committed
 // entries; the node's log is restored from a peer). Caveat: damage inside
-// the final batch itself cannot be told from a torn write and is cut.
+// the final batch, or to the last record of the batch before it, cannot be
+// told from a torn write (pages of one unsynced write may reach the disk in
+// any order) and is cut with the warning.
 // Open reads each segment whole once (up to SegmentBytes of memory).
 // The directory must be used by one Store at a time (the broker's data
 // directory lock covers it).

@@ -230,7 +230,10 @@ func (s *Store) collect() error {
 		s.mu.Unlock()
 		_ = old.f.Close()
 		if err := os.Remove(old.path); err != nil {
-			return fmt.Errorf("logstore: remove %s: %w", old.path, err)
+			// Harmless to keep: everything in it is dead, and recovery
+			// replays the records that made it so.
+			s.log.Warn("logstore: cannot remove a segment without live entries", "file", old.path, "err", err)
+			continue
 		}
 		s.log.Info("logstore: removed segment without live entries", "file", old.path)
 	}

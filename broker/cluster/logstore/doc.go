@@ -50,11 +50,16 @@
 // once no group has a live entry in it (stable values still located in it
 // are first written again at the head). Only the oldest is ever removed,
 // so a delete record never disappears before the entries it deleted.
-// Known limit: a group that keeps an old entry live (never snapshots)
-// keeps that segment and all later ones on disk; raft snapshots every
-// group after SnapshotThreshold entries, so an active group moves on, but
-// an idle group with a few entries pins disk. Rewriting the live entries of
-// the oldest segment forward is the follow-up if that matters.
+// Not done yet, and needed before the cluster layer relies on it: a group
+// that keeps an old entry live pins the oldest segment, and with it every
+// later one. Raft compacts only after SnapshotThreshold (8192) entries and
+// keeps TrailingLogs (10240), so an idle group with a few entries pins
+// disk indefinitely. The fix is to move the live entries of the oldest
+// segment forward (a "move" record kind) before removing it; recovery must
+// then tolerate moved entries arriving below a group's first index and out
+// of order across several moves (holes filled by later moves), which the
+// rules above do not yet allow. Nor is there a way to drop a deleted
+// group: its stable values stay (rewritten forward) until then.
 //
 // # Durability contract
 //

@@ -22,11 +22,22 @@ const crashGroups = 8
 // until killed, printing "ack <group> <index>" once each call returned.
 // It continues where the store's log ends, so rounds build on each other.
 func crashChild(dir string) {
-	s, err := Open(context.Background(), dir, Options{SegmentBytes: 32 << 10})
+	s, err := Open(context.Background(), dir, Options{SegmentBytes: 8 << 10})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
 	}
+	// An idle group: three entries once, never compacted, so segments
+	// only go once its entries were copied forward.
+	if idle := s.Group("idle"); true {
+		if last, _ := idle.LastIndex(); last == 0 {
+			if err := idle.StoreLogs(entries("idle", 1, 3, 1)); err != nil {
+				fmt.Println("error", err)
+				os.Exit(2)
+			}
+		}
+	}
+	fmt.Println("idle written")
 	var out sync.Mutex
 	var wg sync.WaitGroup
 	for gi := range crashGroups {
@@ -109,8 +120,13 @@ func TestCrashKill9KeepsAcknowledgedAppends(t *testing.T) {
 		if len(acked) == 0 {
 			t.Fatal("child acknowledged nothing")
 		}
-		s, err := Open(context.Background(), dir, Options{SegmentBytes: 32 << 10})
+		s, err := Open(context.Background(), dir, Options{SegmentBytes: 8 << 10})
 		must(t, err)
+		checkLog(t, s, "idle", 1, 3)
+		t.Logf("round %d: %d segments", round, len(segments(t, dir)))
+		if n := len(segments(t, dir)); n > 12 {
+			t.Fatalf("round %d: %d segments of 8 KiB: compacted ones are kept", round, n)
+		}
 		for id, want := range acked {
 			g := s.Group(id)
 			last, err := g.LastIndex()

@@ -29,6 +29,7 @@
 //	                 [data length u32][data][extensions length u32][extensions]
 //	  kind 2 delete: [min u64][max u64]           DeleteRange(min, max)
 //	  kind 3 stable: [key length u16][key][value] (the value runs to the end)
+//	  kind 4 move:   as kind 1: a live entry copied out of the oldest segment
 //
 // The kind byte's high bit (0x80) marks the last record of a batch (one
 // write). A new segment is started when the head has reached
@@ -46,20 +47,21 @@
 // everything; a range strictly inside the log is ErrHole. Stable values
 // live in memory too. Memory: 24 bytes per live entry.
 //
-// Segments are deleted, never rewritten: the oldest segment is removed
-// once no group has a live entry in it (stable values still located in it
-// are first written again at the head). Only the oldest is ever removed,
-// so a delete record never disappears before the entries it deleted.
-// Not done yet, and needed before the cluster layer relies on it: a group
-// that keeps an old entry live pins the oldest segment, and with it every
-// later one. Raft compacts only after SnapshotThreshold (8192) entries and
-// keeps TrailingLogs (10240), so an idle group with a few entries pins
-// disk indefinitely. The fix is to move the live entries of the oldest
-// segment forward (a "move" record kind) before removing it; recovery must
-// then tolerate moved entries arriving below a group's first index and out
-// of order across several moves (holes filled by later moves), which the
-// rules above do not yet allow. Nor is there a way to drop a deleted
-// group: its stable values stay (rewritten forward) until then.
+// Compaction removes whole segments, oldest first, never rewriting one in
+// place. After each batch the writer looks at the oldest segment: once its
+// live entries (of any group) take at most a quarter of it, they are copied
+// forward to the head as move records (kind 4, the body of a log record),
+// its current stable values are written again, and the file is removed.
+// So an idle group's few entries (raft compacts only after
+// SnapshotThreshold entries) do not pin the disk, and a mostly live
+// segment is not copied. Only a prefix of the segment sequence is ever
+// removed, so a delete record never goes before the entries it deleted.
+// Recovery treats each group's entries as a set (a log or move record sets
+// an index, a delete record removes its range, last writer wins), because
+// moved entries arrive below a group's first index and out of order; each
+// group's set must come out contiguous, or Open fails with ErrCorrupt.
+// Not done: dropping a deleted group (its stable values stay, copied
+// forward).
 //
 // # Durability contract
 //
@@ -71,8 +73,8 @@
 //
 // # Recovery
 //
-// Open scans the segments in order, checks every record's CRC and applies
-// it to the index with the same rules as at run time. A bad record (short,
+// Open scans the segments in order, checks every record's CRC and
+// rebuilds the index (see above). A bad record (short,
 // impossible length, CRC mismatch, malformed body) in the last segment
 // that is followed by at most one intact commit-marked record is a torn
 // final batch: the file is cut there and a warning logged with the file,

@@ -17,6 +17,9 @@ import (
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add(appendLogRecord(nil, "q", &raft.Log{Index: 7, Term: 2, Type: raft.LogCommand, Data: []byte("hello"), Extensions: []byte("x"), AppendedAt: time.Unix(1, 2)}))
 	f.Add(appendDeleteRecord(nil, "meta", 1, 99))
+	mv := appendLogRecord(nil, "q", &raft.Log{Index: 3, Term: 1, Data: []byte("moved")})
+	asMove(mv)
+	f.Add(mv)
 	f.Add(appendStableRecord(nil, "g", []byte("CurrentTerm"), []byte{1, 0, 0, 0, 0, 0, 0, 0}))
 	b := appendStableRecord(nil, "g", []byte("k"), nil)
 	markCommit(b, 0)
@@ -34,6 +37,11 @@ func FuzzDecodeRecord(f *testing.F) {
 			var l raft.Log
 			rec.toLog(&l)
 			again = appendLogRecord(nil, string(rec.group), &l)
+		case kindMove:
+			var l raft.Log
+			rec.toLog(&l)
+			again = appendLogRecord(nil, string(rec.group), &l)
+			asMove(again)
 		case kindDelete:
 			again = appendDeleteRecord(nil, string(rec.group), rec.min, rec.max)
 		case kindStable:

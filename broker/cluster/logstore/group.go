@@ -96,7 +96,7 @@ func (g *Group) GetLog(index uint64, l *raft.Log) error {
 	if err != nil {
 		return fmt.Errorf("logstore: group %q index %d: %w", g.id, index, err)
 	}
-	if rec.kind != kindLog || rec.index != index || string(rec.group) != g.id {
+	if (rec.kind != kindLog && rec.kind != kindMove) || rec.index != index || string(rec.group) != g.id {
 		return fmt.Errorf("logstore: group %q index %d: index points at another record", g.id, index)
 	}
 	rec.toLog(l)

@@ -79,6 +79,7 @@ func maxU(a, b uint64) uint64 {
 // values located in it.
 type liveCounts struct {
 	logs, stable int
+	bytes        int64 // of the live log entries
 }
 
 // index is the node-wide in-memory index: every group and the live counts
@@ -122,7 +123,9 @@ func (x *index) applyLog(group string, index uint64, l loc) error {
 		return fmt.Errorf("%w: group %q index %d after last %d", ErrNotMonotonic, group, index, g.last())
 	}
 	g.locs = append(g.locs, l)
-	x.counts(l.seg).logs++
+	c := x.counts(l.seg)
+	c.logs++
+	c.bytes += int64(l.n)
 	return nil
 }
 
@@ -135,7 +138,9 @@ func (x *index) applyDelete(group string, min, max uint64) error {
 	}
 	from, to := lo-g.first, hi-g.first+1
 	for _, l := range g.locs[from:to] {
-		x.counts(l.seg).logs--
+		c := x.counts(l.seg)
+		c.logs--
+		c.bytes -= int64(l.n)
 	}
 	if from == 0 {
 		g.first = hi + 1
@@ -149,6 +154,23 @@ func (x *index) applyDelete(group string, min, max uint64) error {
 	if len(g.locs) == 0 {
 		g.first, g.locs = 0, nil
 	}
+	return nil
+}
+
+// applyMove points live entry index of group at its copy l.
+func (x *index) applyMove(group string, index uint64, l loc) error {
+	g := x.groups[group]
+	if g == nil || len(g.locs) == 0 || index < g.first || index > g.last() {
+		return fmt.Errorf("logstore: group %q: move of index %d, not live", group, index)
+	}
+	old := &g.locs[index-g.first]
+	c := x.counts(old.seg)
+	c.logs--
+	c.bytes -= int64(old.n)
+	*old = l
+	c = x.counts(l.seg)
+	c.logs++
+	c.bytes += int64(l.n)
 	return nil
 }
 

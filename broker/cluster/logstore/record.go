@@ -15,6 +15,7 @@ const (
 	kindLog    byte = 1 // one raft.Log of a group
 	kindDelete byte = 2 // DeleteRange(min, max) of a group
 	kindStable byte = 3 // StableStore Set of a group: key and value
+	kindMove   byte = 4 // a live log entry copied forward out of the oldest segment (body as kindLog)
 	// flagCommit marks the last record of one write (a batch): recovery
 	// tells a torn final batch from damage to an earlier, acknowledged one
 	// by the commit marks that follow a bad record.
@@ -41,7 +42,7 @@ type record struct {
 	kind     byte
 	commit   bool // the last record of its batch
 	group    []byte
-	index    uint64 // kindLog
+	index    uint64 // kindLog, kindMove
 	term     uint64
 	typ      raft.LogType
 	at       int64 // AppendedAt, Unix nanoseconds; 0 for the zero time
@@ -194,7 +195,7 @@ func decodeBody(body []byte) (record, error) {
 		return record{}, fmt.Errorf("%w: empty group id", errBadRecord)
 	}
 	switch rec.kind {
-	case kindLog:
+	case kindLog, kindMove:
 		rec.index, rec.term = r.u64(), r.u64()
 		rec.typ = raft.LogType(r.u8())
 		rec.at = int64(r.u64())
@@ -245,4 +246,11 @@ func clone(b []byte) []byte {
 		return nil
 	}
 	return append([]byte(nil), b...)
+}
+
+// asMove turns a copy of a kindLog or kindMove record into a kindMove
+// record without the commit mark.
+func asMove(b []byte) {
+	b[headerLen] = kindMove
+	finishRecord(b, 0)
 }

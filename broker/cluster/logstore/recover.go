@@ -28,16 +28,20 @@ func (s *Store) recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	rp := replay{}
 	for i, seq := range seqs {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("logstore: open %s: %w", s.dir, err)
 		}
-		seg, err := s.scan(seq, i == len(seqs)-1)
+		seg, err := s.scan(seq, i == len(seqs)-1, rp)
 		if err != nil {
 			return err
 		}
 		s.segs = append(s.segs, seg)
 		s.bySeq[seq] = seg
+	}
+	if err := rp.build(s.idx); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, s.dir, err)
 	}
 	if len(s.segs) == 0 {
 		seg, err := s.createSegment(1)
@@ -75,7 +79,7 @@ func listSegments(dir string) ([]uint64, error) {
 // open. In the last segment a bad record followed by at most one commit
 // mark is a torn final batch: the file is cut there (logged at warn). Any
 // other bad record is ErrCorrupt.
-func (s *Store) scan(seq uint64, last bool) (*segment, error) {
+func (s *Store) scan(seq uint64, last bool, rp replay) (*segment, error) {
 	path := s.segPath(seq)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -115,27 +119,77 @@ func (s *Store) scan(seq uint64, last bool) (*segment, error) {
 			_ = f.Close()
 			return nil, fmt.Errorf("%w: %s at offset %d: %v (records follow it, so it is not a torn tail; restore this node's log from a peer)", ErrCorrupt, path, off, err)
 		}
-		if err := s.apply(rec, loc{seg: seq, off: int64(off), n: uint32(n)}); err != nil {
-			_ = f.Close()
-			return nil, fmt.Errorf("%w: %s at offset %d: %v", ErrCorrupt, path, off, err)
-		}
+		rp.apply(s.idx, rec, loc{seg: seq, off: int64(off), n: uint32(n)})
 		off += n
 	}
 	seg.size = int64(off)
 	return seg, nil
 }
 
-func (s *Store) apply(rec record, l loc) error {
+// replay collects each group's entries as a set while the segments are
+// read in order: a log or move record sets its index, a delete record
+// removes the indexes in its range (last writer wins). The oldest segments
+// may be gone (only ever a prefix, and only once everything in them was
+// dead or copied forward), so moved entries can arrive below a group's
+// first index and out of order; the set does not care. At the end each
+// group's set must be contiguous.
+type replay map[string]map[uint64]loc
+
+func (rp replay) apply(x *index, rec record, l loc) {
 	group := string(rec.group)
 	switch rec.kind {
-	case kindLog:
-		return s.idx.applyLog(group, rec.index, l)
+	case kindLog, kindMove:
+		m := rp[group]
+		if m == nil {
+			m = map[uint64]loc{}
+			rp[group] = m
+		}
+		m[rec.index] = l
 	case kindDelete:
-		return s.idx.applyDelete(group, rec.min, rec.max)
+		m := rp[group]
+		if rec.min > rec.max {
+			return
+		}
+		if rec.max-rec.min >= uint64(len(m)) {
+			for i := range m {
+				if i >= rec.min && i <= rec.max {
+					delete(m, i)
+				}
+			}
+			return
+		}
+		for i := rec.min; ; i++ {
+			delete(m, i)
+			if i == rec.max {
+				break
+			}
+		}
 	default:
-		s.idx.applyStable(group, rec.key, rec.val, l.seg)
-		return nil
+		x.applyStable(group, rec.key, rec.val, l.seg)
 	}
+}
+
+// build turns the sets into the index, checking each is contiguous.
+func (rp replay) build(x *index) error {
+	for group, m := range rp {
+		if len(m) == 0 {
+			continue
+		}
+		idx := make([]uint64, 0, len(m))
+		for i := range m {
+			idx = append(idx, i)
+		}
+		sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
+		if span := idx[len(idx)-1] - idx[0] + 1; span != uint64(len(idx)) {
+			return fmt.Errorf("group %q: %d entries between %d and %d, with holes", group, len(idx), idx[0], idx[len(idx)-1])
+		}
+		for _, i := range idx {
+			if err := x.applyLog(group, i, m[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // commitsAfter counts the intact records with a commit mark that start at

@@ -77,10 +77,18 @@ type segment struct {
 type request struct {
 	group    string
 	logs     []*raft.Log
+	moves    []move // the writer's own: live entries copied forward
 	del      bool
 	min, max uint64
 	key, val []byte
 	done     chan error
+}
+
+// move is one live entry's record, turned into a kindMove record.
+type move struct {
+	group string
+	index uint64
+	raw   []byte
 }
 
 // Open opens (creating if needed) the store in dir, recovers every segment

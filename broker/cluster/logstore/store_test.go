@@ -128,41 +128,46 @@ func TestStableStore(t *testing.T) {
 	check(open(t, dir, Options{}))
 }
 
-// A segment goes once no group has a live entry in it; stable values still
-// in it are written again first, so they survive its removal.
-func TestSegmentsRemovedWhenNoGroupHasLiveEntries(t *testing.T) {
+// An idle group's few live entries do not keep old segments: once the
+// busy group compacts, they are copied forward and the old segments go,
+// round after round; stable values too. A segment that is mostly live
+// stays.
+func TestIdleGroupDoesNotPinSegments(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{SegmentBytes: 512}
 	s := open(t, dir, opts)
-	slow, fast := s.Group("slow"), s.Group("fast")
-	must(t, slow.SetUint64([]byte("CurrentTerm"), 7))
-	must(t, slow.StoreLog(entries("slow", 1, 1, 1)[0]))
-	for i := uint64(1); i <= 60; i++ {
-		must(t, fast.StoreLog(entries("fast", i, i, 1)[0]))
-	}
-	before := len(segments(t, dir))
-	must(t, fast.DeleteRange(1, 55))
-	must(t, fast.StoreLog(entries("fast", 61, 61, 1)[0]))
-	if n := len(segments(t, dir)); n != before {
-		t.Fatalf("%d segments after compacting fast, %d before: the first segment holds slow's live entry and must stay", n, before)
-	}
-	must(t, slow.DeleteRange(1, 1)) // now only fast's recent entries are live
-	must(t, fast.StoreLog(entries("fast", 62, 62, 1)[0]))
-	after := len(segments(t, dir))
-	if after >= before {
-		t.Fatalf("%d segments after both groups compacted, %d before: dead segments were kept", after, before)
-	}
-	check := func(s *Store) {
+	idle, busy := s.Group("idle"), s.Group("busy")
+	must(t, idle.SetUint64([]byte("CurrentTerm"), 7))
+	must(t, idle.StoreLogs(entries("idle", 1, 2, 1)))
+	check := func(s *Store, first, last uint64) {
 		t.Helper()
-		checkLog(t, s, "fast", 56, 62)
-		checkLog(t, s, "slow", 0, 0)
-		if v, _ := s.Group("slow").GetUint64([]byte("CurrentTerm")); v != 7 {
-			t.Fatalf("slow's CurrentTerm = %d after its segment was removed, want 7", v)
+		checkLog(t, s, "busy", first, last)
+		checkLog(t, s, "idle", 1, 2)
+		if v, _ := s.Group("idle").GetUint64([]byte("CurrentTerm")); v != 7 {
+			t.Fatalf("idle's CurrentTerm = %d, want 7", v)
 		}
 	}
-	check(s)
-	must(t, s.Close())
-	check(open(t, dir, opts))
+	for round := uint64(0); round < 3; round++ {
+		from := round*60 + 1
+		for i := from; i < from+60; i++ {
+			must(t, busy.StoreLog(entries("busy", i, i, 1)[0]))
+		}
+		live := len(segments(t, dir))
+		if live < 4 {
+			t.Fatalf("round %d: %d segments of live entries, want several", round, live)
+		}
+		must(t, busy.DeleteRange(1, from+54))
+		must(t, busy.StoreLog(entries("busy", from+60, from+60, 1)[0]))
+		if n := len(segments(t, dir)); n > 2 {
+			t.Fatalf("round %d: %d segments after compaction, %d before: the idle group's entries pinned them", round, n, live)
+		}
+		check(s, from+55, from+60)
+		must(t, s.Close())
+		s = open(t, dir, opts)
+		check(s, from+55, from+60)
+		busy = s.Group("busy")
+		must(t, busy.DeleteRange(from+60, from+60)) // the next round starts at from+60
+	}
 }
 
 func TestManyGroupsAppendConcurrently(t *testing.T) {

@@ -89,6 +89,13 @@ func (s *Store) commit(batch []*request) error {
 				locs = append(locs, loc{seg: head.seq, off: head.size + int64(at), n: uint32(len(buf) - at)})
 				marks = append(marks, at)
 			}
+		case r.moves != nil:
+			for _, m := range r.moves {
+				at := len(buf)
+				buf = append(buf, m.raw...)
+				locs = append(locs, loc{seg: head.seq, off: head.size + int64(at), n: uint32(len(m.raw))})
+				marks = append(marks, at)
+			}
 		case r.del:
 			marks = append(marks, len(buf))
 			buf = appendDeleteRecord(buf, r.group, r.min, r.max)
@@ -125,6 +132,13 @@ func (s *Store) commit(batch []*request) error {
 		case r.logs != nil:
 			for _, l := range r.logs {
 				if err = s.idx.applyLog(r.group, l.Index, locs[li]); err != nil {
+					break
+				}
+				li++
+			}
+		case r.moves != nil:
+			for _, m := range r.moves {
+				if err = s.idx.applyMove(m.group, m.index, locs[li]); err != nil {
 					break
 				}
 				li++
@@ -190,10 +204,12 @@ func syncDir(dir string) error {
 }
 
 // collect removes the oldest segments while no group has a live entry in
-// them. Current stable values still located in such a segment are first
-// written again at the head. Only a prefix of the segment sequence is ever
-// removed, so a delete record is never removed before the entries it
-// deleted (recovery would bring them back).
+// them. When the live entries of the oldest take at most a quarter of it
+// (say an idle group's few entries), they are first copied forward to the
+// head as move records, as are the current stable values located in it.
+// Only a prefix of the segment sequence is ever removed, so a delete record
+// is never removed before the entries it deleted (recovery would bring
+// them back).
 func (s *Store) collect() error {
 	for {
 		s.mu.RLock()
@@ -203,38 +219,76 @@ func (s *Store) collect() error {
 		}
 		old := s.segs[0]
 		c := s.idx.live[old.seq]
-		var rewrite []*request
-		if c != nil && c.logs > 0 {
+		if c != nil && c.logs > 0 && c.bytes*4 > old.size {
 			s.mu.RUnlock()
-			return nil
+			return nil // mostly live: wait until its groups compact
 		}
-		if c != nil && c.stable > 0 {
-			for id, g := range s.idx.groups {
-				for k, v := range g.stable {
-					if v.seg == old.seq {
-						rewrite = append(rewrite, &request{group: id, key: []byte(k), val: v.val})
-					}
-				}
-			}
-		}
+		forward, err := s.forward(old.seq, c)
 		s.mu.RUnlock()
-		if len(rewrite) > 0 {
-			if err := s.commit(rewrite); err != nil {
+		if err != nil {
+			return err
+		}
+		if len(forward) > 0 {
+			if err := s.commit(forward); err != nil {
 				return err
 			}
 		}
 		s.mu.Lock()
+		if c := s.idx.live[old.seq]; c != nil && (c.logs > 0 || c.stable > 0) {
+			s.mu.Unlock()
+			return fmt.Errorf("logstore: segment %s still has %d live entries and %d stable values after moving them", old.path, c.logs, c.stable)
+		}
 		s.segs = s.segs[1:]
 		delete(s.bySeq, old.seq)
 		delete(s.idx.live, old.seq)
 		s.mu.Unlock()
 		_ = old.f.Close()
 		if err := os.Remove(old.path); err != nil {
-			// Harmless to keep: everything in it is dead, and recovery
-			// replays the records that made it so.
+			// Harmless to keep: everything in it is dead or copied, and
+			// recovery replays the records that made it so.
 			s.log.Warn("logstore: cannot remove a segment without live entries", "file", old.path, "err", err)
 			continue
 		}
 		s.log.Info("logstore: removed segment without live entries", "file", old.path)
 	}
+}
+
+// forward returns the requests that copy what is live in segment seq (c's
+// counts) to the head: its live entries as move records, its current
+// stable values. Callers hold mu for reading.
+func (s *Store) forward(seq uint64, c *liveCounts) ([]*request, error) {
+	if c == nil {
+		return nil, nil
+	}
+	var out []*request
+	if c.logs > 0 {
+		var moves []move
+		for id, g := range s.idx.groups {
+			for i, l := range g.locs {
+				if l.seg != seq {
+					continue
+				}
+				raw, err := s.readAt(l)
+				if err != nil {
+					return nil, err
+				}
+				if _, _, err := decodeRecord(raw); err != nil {
+					return nil, fmt.Errorf("logstore: moving group %q index %d: %w", id, g.first+uint64(i), err)
+				}
+				asMove(raw)
+				moves = append(moves, move{group: id, index: g.first + uint64(i), raw: raw})
+			}
+		}
+		out = append(out, &request{moves: moves})
+	}
+	if c.stable > 0 {
+		for id, g := range s.idx.groups {
+			for k, v := range g.stable {
+				if v.seg == seq {
+					out = append(out, &request{group: id, key: []byte(k), val: v.val})
+				}
+			}
+		}
+	}
+	return out, nil
 }

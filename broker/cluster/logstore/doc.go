@@ -4,8 +4,8 @@
 // sequence of segment files written by one goroutine. Store.Group(id)
 // returns a group's hashicorp/raft LogStore and StableStore (*Group).
 // Nothing in the broker uses it yet; the cluster layer takes the small
-// GroupStores interface, with Inmem (raft.InmemStore per group) as the
-// in-memory twin for fast tests.
+// GroupStores interface (Group, Drop), with Inmem (raft.InmemStore per
+// group) as the in-memory twin for fast tests.
 //
 // # Group commit
 //
@@ -30,6 +30,7 @@
 //	  kind 2 delete: [min u64][max u64]           DeleteRange(min, max)
 //	  kind 3 stable: [key length u16][key][value] (the value runs to the end)
 //	  kind 4 move:   as kind 1: a live entry copied out of the oldest segment
+//	  kind 5 drop:   nothing more: the group's entries and stable values are gone
 //
 // The kind byte's high bit (0x80) marks the last record of a batch (one
 // write). A new segment is started when the head has reached
@@ -57,15 +58,16 @@
 // segment is not copied. Only a prefix of the segment sequence is ever
 // removed, so a delete record never goes before the entries it deleted.
 // Recovery treats each group's entries as a set (a log or move record sets
-// an index, a delete record removes its range, last writer wins), because
+// an index, a delete record removes its range, a drop record empties it;
+// last writer wins), because
 // moved entries arrive below a group's first index and out of order; each
 // group's set must come out contiguous, or Open fails with ErrCorrupt.
-// Not done: dropping a deleted group (its stable values stay, copied
-// forward).
+// Store.Drop removes a deleted queue's or stream's group (a drop record:
+// its entries and stable values are dead from then on).
 //
 // # Durability contract
 //
-// StoreLog, StoreLogs, DeleteRange, Set and SetUint64 return nil only after
+// StoreLog, StoreLogs, DeleteRange, Set, SetUint64 and Store.Drop return nil only after
 // their records are written and fdatasynced; a new segment file and its
 // directory entry are synced before records go into it. After a failed
 // write or fdatasync the store refuses every later write (what reached the

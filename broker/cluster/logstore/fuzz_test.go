@@ -17,6 +17,7 @@ import (
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add(appendLogRecord(nil, "q", &raft.Log{Index: 7, Term: 2, Type: raft.LogCommand, Data: []byte("hello"), Extensions: []byte("x"), AppendedAt: time.Unix(1, 2)}))
 	f.Add(appendDeleteRecord(nil, "meta", 1, 99))
+	f.Add(appendDropRecord(nil, "q/gone"))
 	mv := appendLogRecord(nil, "q", &raft.Log{Index: 3, Term: 1, Data: []byte("moved")})
 	asMove(mv)
 	f.Add(mv)
@@ -42,6 +43,8 @@ func FuzzDecodeRecord(f *testing.F) {
 			rec.toLog(&l)
 			again = appendLogRecord(nil, string(rec.group), &l)
 			asMove(again)
+		case kindDrop:
+			again = appendDropRecord(nil, string(rec.group))
 		case kindDelete:
 			again = appendDeleteRecord(nil, string(rec.group), rec.min, rec.max)
 		case kindStable:

@@ -14,10 +14,13 @@ type GroupStore interface {
 }
 
 // GroupStores hands out each group's store. Group is safe for concurrent
-// use and returns the same GroupStore for the same id every time. The
-// cluster layer takes this interface: *Store on disk, *Inmem in tests.
+// use and returns the same GroupStore for the same id every time; Drop
+// removes a group whose raft was shut down (a later Group(id) starts
+// empty). The cluster layer takes this interface: *Store on disk, *Inmem
+// in tests.
 type GroupStores interface {
 	Group(id string) GroupStore
+	Drop(id string) error
 }
 
 // Inmem is the in-memory twin of Store for fast tests of the cluster
@@ -44,4 +47,12 @@ func (m *Inmem) Group(id string) GroupStore {
 		m.groups[id] = g
 	}
 	return g
+}
+
+// Drop forgets group id.
+func (m *Inmem) Drop(id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.groups, id)
+	return nil
 }

@@ -174,6 +174,23 @@ func (x *index) applyMove(group string, index uint64, l loc) error {
 	return nil
 }
 
+// applyDrop forgets group: its entries and stable values.
+func (x *index) applyDrop(group string) {
+	g := x.groups[group]
+	if g == nil {
+		return
+	}
+	for _, l := range g.locs {
+		c := x.counts(l.seg)
+		c.logs--
+		c.bytes -= int64(l.n)
+	}
+	for _, v := range g.stable {
+		x.counts(v.seg).stable--
+	}
+	delete(x.groups, group)
+}
+
 func (x *index) applyStable(group string, key, val []byte, seg uint64) {
 	g := x.group(group)
 	if old, ok := g.stable[string(key)]; ok {

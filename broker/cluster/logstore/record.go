@@ -16,6 +16,7 @@ const (
 	kindDelete byte = 2 // DeleteRange(min, max) of a group
 	kindStable byte = 3 // StableStore Set of a group: key and value
 	kindMove   byte = 4 // a live log entry copied forward out of the oldest segment (body as kindLog)
+	kindDrop   byte = 5 // the group is gone: its entries and stable values
 	// flagCommit marks the last record of one write (a batch): recovery
 	// tells a torn final batch from damage to an earlier, acknowledged one
 	// by the commit marks that follow a bad record.
@@ -95,6 +96,13 @@ func appendDeleteRecord(buf []byte, group string, min, max uint64) []byte {
 	buf = appendBodyStart(buf, kindDelete, group)
 	buf = binary.LittleEndian.AppendUint64(buf, min)
 	buf = binary.LittleEndian.AppendUint64(buf, max)
+	finishRecord(buf, at)
+	return buf
+}
+
+func appendDropRecord(buf []byte, group string) []byte {
+	buf, at := appendHeader(buf)
+	buf = appendBodyStart(buf, kindDrop, group)
 	finishRecord(buf, at)
 	return buf
 }
@@ -203,6 +211,7 @@ func decodeBody(body []byte) (record, error) {
 		rec.ext = r.take(r.u32())
 	case kindDelete:
 		rec.min, rec.max = r.u64(), r.u64()
+	case kindDrop:
 	case kindStable:
 		rec.key = r.take(r.u16())
 		rec.val = r.b

@@ -164,6 +164,9 @@ func (rp replay) apply(x *index, rec record, l loc) {
 				break
 			}
 		}
+	case kindDrop:
+		delete(rp, group)
+		x.applyDrop(group)
 	default:
 		x.applyStable(group, rec.key, rec.val, l.seg)
 	}

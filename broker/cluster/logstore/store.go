@@ -79,6 +79,7 @@ type request struct {
 	logs     []*raft.Log
 	moves    []move // the writer's own: live entries copied forward
 	del      bool
+	drop     bool
 	min, max uint64
 	key, val []byte
 	done     chan error
@@ -142,6 +143,25 @@ func (s *Store) group(id string) *Group {
 		s.handles[id] = g
 	}
 	return g
+}
+
+// Drop durably removes group id: its entries and stable values (a deleted
+// queue's or stream's group). Its raft must be shut down first; the same
+// id may be used again afterwards, starting empty.
+func (s *Store) Drop(id string) error {
+	g := s.group(id)
+	if err := g.checkID(); err != nil {
+		return err
+	}
+	g.wmu.Lock()
+	defer g.wmu.Unlock()
+	s.mu.RLock()
+	err := s.failed
+	s.mu.RUnlock()
+	if err != nil {
+		return err
+	}
+	return s.submit(&request{group: id, drop: true, done: g.done})
 }
 
 // Close stops the writer (requests queued but not written get ErrClosed)

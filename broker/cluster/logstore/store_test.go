@@ -238,3 +238,49 @@ func TestClosedStoreRefuses(t *testing.T) {
 		t.Fatalf("empty group id: %v", err)
 	}
 }
+
+// Drop removes a group's entries and stable values durably; other groups
+// keep theirs. (One segment: the drop record itself must do it on reopen.)
+func TestDropGroup(t *testing.T) {
+	for _, name := range []string{"file", "inmem"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := Options{}
+			var stores GroupStores = NewInmem()
+			if name == "file" {
+				stores = open(t, dir, opts)
+			}
+			for _, id := range []string{"gone", "kept"} {
+				must(t, stores.Group(id).SetUint64([]byte("CurrentTerm"), 3))
+				must(t, stores.Group(id).StoreLogs(entries(id, 1, 20, 1)))
+			}
+			must(t, stores.Drop("gone"))
+			check := func(stores GroupStores) {
+				t.Helper()
+				checkLog(t, stores, "gone", 0, 0)
+				if _, err := stores.Group("gone").Get([]byte("CurrentTerm")); err == nil {
+					t.Fatal("a dropped group's stable value is still there")
+				}
+				checkLog(t, stores, "kept", 1, 20)
+				if v, _ := stores.Group("kept").GetUint64([]byte("CurrentTerm")); v != 3 {
+					t.Fatalf("kept's CurrentTerm = %d, want 3", v)
+				}
+			}
+			check(stores)
+			if name == "inmem" {
+				return
+			}
+			must(t, stores.(*Store).Close())
+			stores = open(t, dir, opts)
+			check(stores) // the drop record replayed
+			must(t, stores.Group("kept").DeleteRange(1, 20))
+			must(t, stores.Group("kept").StoreLog(entries("kept", 21, 21, 1)[0]))
+			must(t, stores.(*Store).Close())
+			s := open(t, dir, opts)
+			checkLog(t, s, "gone", 0, 0)
+			checkLog(t, s, "kept", 21, 21)
+			must(t, s.Group("gone").StoreLog(entries("gone", 5, 5, 1)[0])) // the id starts again, empty
+			checkLog(t, s, "gone", 5, 5)
+		})
+	}
+}

@@ -96,6 +96,9 @@ func (s *Store) commit(batch []*request) error {
 				locs = append(locs, loc{seg: head.seq, off: head.size + int64(at), n: uint32(len(m.raw))})
 				marks = append(marks, at)
 			}
+		case r.drop:
+			marks = append(marks, len(buf))
+			buf = appendDropRecord(buf, r.group)
 		case r.del:
 			marks = append(marks, len(buf))
 			buf = appendDeleteRecord(buf, r.group, r.min, r.max)
@@ -143,6 +146,8 @@ func (s *Store) commit(batch []*request) error {
 				}
 				li++
 			}
+		case r.drop:
+			s.idx.applyDrop(r.group)
 		case r.del:
 			err = s.idx.applyDelete(r.group, r.min, r.max)
 		default:

@@ -143,6 +143,28 @@ func open(t *testing.T, dir string, info Info, args map[string]any, mem int) *fi
 	return f
 }
 
+// reopenAfterCrash opens the queue's files again without closing the
+// running queue: what a restart after kill -9 finds. The test's cleanup
+// closes both.
+func (f *fixture) reopenAfterCrash() *Classic {
+	f.t.Helper()
+	vs, err := store.OpenVhost(context.Background(), store.VhostConfig{Dir: f.dir})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cfg := f.cfg
+	cfg.Store = vs
+	q, err := OpenClassic(context.Background(), cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() {
+		_ = q.Close(context.Background())
+		_ = vs.Close()
+	})
+	return q
+}
+
 func (f *fixture) msg(body string, persistent bool) *message.Message {
 	f.ids++
 	return &message.Message{ID: f.ids, RoutingKey: "k", Body: []byte(body), Persistent: persistent, Timestamp: time.Now().UnixNano(), Props: (&wire.Properties{}).Append(nil)}
@@ -286,19 +308,7 @@ func TestRecoveryAfterCrash(t *testing.T) {
 	}
 	early.wait(t, 4)
 	waitStats(t, f.q, func(s Stats) bool { return s.Unacked == 4 })
-	// Reopen the same files without a clean close: as after kill -9.
-	vs2, err := store.OpenVhost(context.Background(), store.VhostConfig{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vs2.Close()
-	cfg := f.cfg
-	cfg.Store = vs2
-	q2, err := OpenClassic(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q2.Close(context.Background())
+	q2 := f.reopenAfterCrash()
 	st := waitStats(t, q2, func(s Stats) bool { return true })
 	if st.Ready != 21 {
 		t.Fatalf("recovered %d messages, want the 21 persistent ones", st.Ready)
@@ -598,19 +608,7 @@ func TestGetAndPurgeInThePublishingTurn(t *testing.T) {
 			})
 			f.q.turnMu.Unlock()
 			<-done
-			// Reopen the same files without a clean close: as after kill -9.
-			vs2, err := store.OpenVhost(context.Background(), store.VhostConfig{Dir: dir})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer vs2.Close()
-			cfg := f.cfg
-			cfg.Store = vs2
-			q2, err := OpenClassic(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer q2.Close(context.Background())
+			q2 := f.reopenAfterCrash()
 			if st := waitStats(t, q2, func(Stats) bool { return true }); st.Ready != 0 {
 				t.Fatalf("after a crash the queue has %d messages, want 0: the message was taken", st.Ready)
 			}

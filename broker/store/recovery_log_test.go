@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warrenmq/warren/broker/brokertest/damage"
 	"github.com/warrenmq/warren/broker/brokertest/logcapture"
 )
 
@@ -31,7 +32,7 @@ func TestRecoveryRepairsAreLoggedAndMinimal(t *testing.T) {
 			size: 6000,
 			damage: func(t *testing.T, dir string, q *QueueIndex) string {
 				f := rdqFile(t, dir)
-				flip(t, f, 150*(msgHeader+6000)+msgHeader+100)
+				damage.FlipByte(t, f, 150*(msgHeader+6000)+msgHeader+100)
 				return f
 			},
 			lost:  []uint64{150},
@@ -42,7 +43,7 @@ func TestRecoveryRepairsAreLoggedAndMinimal(t *testing.T) {
 			size: 6000,
 			damage: func(t *testing.T, dir string, q *QueueIndex) string {
 				f := rdqFile(t, dir)
-				cut(t, f, 3000)
+				damage.CutTail(t, f, 3000)
 				return f
 			},
 			lost:  []uint64{299},
@@ -52,7 +53,7 @@ func TestRecoveryRepairsAreLoggedAndMinimal(t *testing.T) {
 			name: "flipped body byte in a queue segment",
 			size: 100,
 			damage: func(t *testing.T, dir string, q *QueueIndex) string {
-				flip(t, q.segPath(0, "qs"), 150*100+50)
+				damage.FlipByte(t, q.segPath(0, "qs"), 150*100+50)
 				return q.segPath(0, "qi")
 			},
 			lost:  []uint64{150},
@@ -62,7 +63,7 @@ func TestRecoveryRepairsAreLoggedAndMinimal(t *testing.T) {
 			name: "flipped status byte in a queue segment",
 			size: 100,
 			damage: func(t *testing.T, dir string, q *QueueIndex) string {
-				flip(t, q.segPath(0, "qi"), 150*entrySize) // 1 -> 0x41
+				damage.FlipByte(t, q.segPath(0, "qi"), 150*entrySize) // 1 -> 0x41
 				return q.segPath(0, "qi")
 			},
 			lost:  []uint64{150},
@@ -72,7 +73,7 @@ func TestRecoveryRepairsAreLoggedAndMinimal(t *testing.T) {
 			name: "cut queue segment",
 			size: 100,
 			damage: func(t *testing.T, dir string, q *QueueIndex) string {
-				cut(t, q.segPath(0, "qi"), entrySize+10)
+				damage.CutTail(t, q.segPath(0, "qi"), entrySize+10)
 				return q.segPath(0, "qi")
 			},
 			lost:  []uint64{298, 299},
@@ -153,32 +154,4 @@ func rdqFile(t *testing.T, dir string) string {
 	}
 	t.Fatal("no message store file")
 	return ""
-}
-
-func flip(t *testing.T, path string, off int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var b [1]byte
-	if _, err := f.ReadAt(b[:], off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0x40
-	if _, err := f.WriteAt(b[:], off); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func cut(t *testing.T, path string, n int64) {
-	t.Helper()
-	st, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(path, st.Size()-n); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/warrenmq/warren/broker/brokertest/damage"
 	"github.com/warrenmq/warren/broker/brokertest/logcapture"
 )
 
@@ -31,14 +32,14 @@ func TestRecoveryRepairsAreLogged(t *testing.T) {
 		{"flipped byte in the active segment", func(t *testing.T, segs []string) string {
 			f := segs[len(segs)-1]
 			st, _ := os.Stat(f)
-			flipByte(t, f, st.Size()-10)
+			damage.FlipByte(t, f, st.Size()-10)
 			return f
 		}, 190},
 		{"flipped byte in a sealed segment, index cut", func(t *testing.T, segs []string) string {
 			// A sealed segment is scanned when its index does not match it.
 			f := segs[0]
 			st, _ := os.Stat(f)
-			flipByte(t, f, st.Size()-10)
+			damage.FlipByte(t, f, st.Size()-10)
 			idx := f[:len(f)-len(".segment")] + ".index"
 			ist, _ := os.Stat(idx)
 			if err := os.Truncate(idx, ist.Size()-IndexRecordSize); err != nil {
@@ -80,22 +81,5 @@ func TestRecoveryRepairsAreLogged(t *testing.T) {
 				t.Fatalf("no warn naming %s and the bytes dropped; logged: %v", filepath.Base(file), fmt.Sprint(logs.Lines(slog.LevelDebug)))
 			}
 		})
-	}
-}
-
-func flipByte(t *testing.T, path string, off int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var b [1]byte
-	if _, err := f.ReadAt(b[:], off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0x40
-	if _, err := f.WriteAt(b[:], off); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"golang.org/x/sys/unix"
+	"github.com/warrenmq/warren/broker/datasync"
 )
 
 // writer is the one goroutine that writes: it takes whatever requests are
@@ -117,7 +117,7 @@ func (s *Store) commit(batch []*request) error {
 		s.fail(err)
 		return err
 	}
-	if err := unix.Fdatasync(int(head.f.Fd())); err != nil {
+	if err := datasync.File(head.f); err != nil {
 		err = fmt.Errorf("logstore: fdatasync %s: %w", head.path, err)
 		s.fail(err)
 		return err
@@ -185,7 +185,7 @@ func (s *Store) createSegment(seq uint64) (*segment, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("logstore: write %s: %w", path, err)
 	}
-	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+	if err := datasync.File(f); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("logstore: fdatasync %s: %w", path, err)
 	}

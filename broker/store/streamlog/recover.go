@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/warrenmq/warren/broker/datasync"
 )
 
 // recover loads the segments of l.dir (see Open).
@@ -213,7 +215,7 @@ func (l *Log) rebuildIndex(s *segment, sc *scanner, ip string, fn func(h *Header
 	if err := w.Flush(); err != nil {
 		return 0, err
 	}
-	if err := fdatasync(x); err != nil {
+	if err := datasync.File(x); err != nil {
 		return 0, err
 	}
 	return sc.pos, nil
@@ -279,7 +281,7 @@ func (l *Log) recoverActive(base uint64) (*segment, error) {
 			return nil, err
 		}
 	}
-	if err := fdatasync(f); err != nil {
+	if err := datasync.File(f); err != nil {
 		f.Close()
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/warrenmq/warren/broker/datasync"
 )
 
 // createSegment creates the segment and index files starting at base.
@@ -42,7 +44,7 @@ func (l *Log) createSegment(base uint64) (seg, idx *os.File, err error) {
 // changes nothing, and the next append tries again. Only a failed fsync
 // is fatal to the log (l.failed). Called with l.mu held.
 func (l *Log) roll(ts int64) error {
-	if err := fdatasync(l.seg); err != nil {
+	if err := datasync.File(l.seg); err != nil {
 		l.failed = fmt.Errorf("streamlog: sync %s before roll: %w", l.dir, err)
 		return l.failed
 	}
@@ -73,7 +75,7 @@ func (l *Log) roll(ts int64) error {
 	}
 	// Retention may remove the segments holding the tracking state below:
 	// make its copy durable first.
-	if err := fdatasync(seg); err != nil {
+	if err := datasync.File(seg); err != nil {
 		seg.Close()
 		idx.Close()
 		l.failed = fmt.Errorf("streamlog: sync tracking snapshot in %s: %w", l.dir, err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/warrenmq/warren/broker/datasync"
 )
 
 // syncLoop is the log's syncer goroutine: it writes the pending index
@@ -80,8 +82,8 @@ func (l *Log) flush(rolled []rolledFiles, seg, idx *os.File, idxBuf []byte, dirD
 			l.writeIndex(r.idx, r.idxBuf)
 		}
 		if sync {
-			if err = fdatasync(r.seg); err == nil {
-				err = fdatasync(r.idx)
+			if err = datasync.File(r.seg); err == nil {
+				err = datasync.File(r.idx)
 			}
 		}
 		r.seg.Close()
@@ -96,11 +98,11 @@ func (l *Log) flush(rolled []rolledFiles, seg, idx *os.File, idxBuf []byte, dirD
 	if !sync {
 		return nil
 	}
-	if err := fdatasync(seg); err != nil {
+	if err := datasync.File(seg); err != nil {
 		return fmt.Errorf("streamlog: sync segment in %s: %w", l.dir, err)
 	}
 	if len(idxBuf) > 0 {
-		if err := fdatasync(idx); err != nil {
+		if err := datasync.File(idx); err != nil {
 			return fmt.Errorf("streamlog: sync index in %s: %w", l.dir, err)
 		}
 	}

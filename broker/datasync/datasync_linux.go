@@ -1,4 +1,4 @@
-package streamlog
+package datasync
 
 import (
 	"errors"
@@ -6,8 +6,8 @@ import (
 	"syscall"
 )
 
-// fdatasync flushes a file's data (and the metadata needed to read it).
-func fdatasync(f *os.File) error {
+// File flushes a file's data (and the metadata needed to read it).
+func File(f *os.File) error {
 	for {
 		err := syscall.Fdatasync(int(f.Fd()))
 		if !errors.Is(err, syscall.EINTR) {

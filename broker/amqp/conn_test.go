@@ -59,19 +59,10 @@ func rawHandshakeMax(t *testing.T, addr string, channelMax uint16) (net.Conn, *w
 func readClose(t *testing.T, r *wire.Reader) *wire.ConnectionClose {
 	t.Helper()
 	for {
-		f, err := r.ReadFrame()
-		if err != nil {
-			t.Fatalf("connection ended without connection.close: %v", err)
-		}
-		if f.Type != wire.FrameMethod {
-			continue
-		}
-		m, err := wire.DecodeMethod(f.Payload)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c, ok := m.(*wire.ConnectionClose); ok {
-			return c
+		if _, m := nextMethod(t, r); m != nil {
+			if c, ok := m.(*wire.ConnectionClose); ok {
+				return c
+			}
 		}
 	}
 }

@@ -173,13 +173,7 @@ func (s *Server) SetBlocked(reason string) {
 		s.unblocked = make(chan struct{})
 	}
 	s.unblockMu.Unlock()
-	s.mu.Lock()
-	conns := make([]*conn, 0, len(s.conns))
-	for _, c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	for _, c := range conns {
+	for _, c := range s.connList() {
 		c.alarmChanged(reason)
 	}
 }
@@ -235,14 +229,20 @@ type ConsumerInfo struct {
 	Args              map[string]any
 }
 
-// Consumers lists the consumers of every channel.
-func (s *Server) Consumers() []ConsumerInfo {
+// connList is the open connections, at the time of the call.
+func (s *Server) connList() []*conn {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	conns := make([]*conn, 0, len(s.conns))
 	for _, c := range s.conns {
 		conns = append(conns, c)
 	}
-	s.mu.Unlock()
+	return conns
+}
+
+// Consumers lists the consumers of every channel.
+func (s *Server) Consumers() []ConsumerInfo {
+	conns := s.connList()
 	var out []ConsumerInfo
 	for _, c := range conns {
 		c.chMu.Lock()
@@ -258,12 +258,7 @@ func (s *Server) Consumers() []ConsumerInfo {
 // handshake (whose fields the handshake no longer writes; the state's
 // atomic store after it orders them before this read).
 func (s *Server) Connections() []ConnectionInfo {
-	s.mu.Lock()
-	conns := make([]*conn, 0, len(s.conns))
-	for _, c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
+	conns := s.connList()
 	out := make([]ConnectionInfo, 0, len(conns))
 	for _, c := range conns {
 		if st, _ := c.state.Load().(string); st == "starting" {
@@ -277,12 +272,7 @@ func (s *Server) Connections() []ConnectionInfo {
 
 // Channels lists open channels.
 func (s *Server) Channels() []ChannelInfo {
-	s.mu.Lock()
-	conns := make([]*conn, 0, len(s.conns))
-	for _, c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
+	conns := s.connList()
 	var out []ChannelInfo
 	for _, c := range conns {
 		out = append(out, c.channelInfos()...)

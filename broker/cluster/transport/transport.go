@@ -1,0 +1,57 @@
+package transport
+
+import (
+	"context"
+
+	"github.com/hashicorp/raft"
+)
+
+// Network is one node's link to the other nodes of its cluster: one
+// connection per peer, shared by every Raft group on the node and by the
+// node-level calls (metadata writes forwarded to the leader, forwarded
+// client traffic).
+//
+// Names: a node is known by its stable node name (cluster.node_name), never
+// by an address. The raft.ServerAddress a group's transport takes and gives
+// is the node name too, so a Raft configuration survives address changes;
+// the Network resolves a name to a dial address itself.
+//
+// Errors: an error that crosses a node boundary is a gRPC status error.
+// Call returns the handler's status (status.Code(err) is the handler's code,
+// status.Convert(err).Message() its message); a handler's error that is not
+// a status arrives as codes.Unknown with its text. A peer that cannot be
+// reached gives codes.Unavailable; a call whose context ends gives
+// codes.Canceled or codes.DeadlineExceeded. The in-memory twin behaves the
+// same, so callers may switch on codes in fast tests.
+//
+// Concurrency: every method is safe for concurrent use. Handlers run on the
+// Network's goroutines, any number at once; they must honour ctx.
+type Network interface {
+	// Node is this node's name.
+	Node() string
+	// Group returns the raft.Transport of the Raft group id on this node:
+	// its RPCs go to the group of the same id on the target node. Calling
+	// Group twice with one id before closing the first returns the same
+	// transport. An RPC for a group the receiving node has not opened is
+	// answered with codes.Unavailable (Raft retries it).
+	Group(id string) GroupTransport
+	// Call sends req to the handler of method on node and returns its
+	// answer. Calling this node's own name runs the handler in place.
+	Call(ctx context.Context, node, method string, req []byte) ([]byte, error)
+	// Handle registers h for method, replacing any earlier handler; calls
+	// of a method without one fail with codes.Unimplemented.
+	Handle(method string, h Handler)
+	// Close closes every group transport and connection; calls in flight
+	// fail with codes.Unavailable.
+	Close() error
+}
+
+// GroupTransport is one Raft group's view of the Network.
+type GroupTransport interface {
+	raft.Transport
+	raft.WithClose
+	raft.WithPreVote
+}
+
+// Handler answers a Call. from is the calling node's name.
+type Handler func(ctx context.Context, from string, req []byte) ([]byte, error)

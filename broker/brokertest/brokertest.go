@@ -33,7 +33,7 @@ type Node struct {
 func Config(dir string) config.Config {
 	cfg := config.Default()
 	cfg.DataDir = dir
-	cfg.NodeName = "warren@test"
+	cfg.Cluster.NodeName = "warren@test"
 	cfg.AMQP.Listen = "127.0.0.1:0"
 	cfg.Stream.Listen = "127.0.0.1:0"
 	cfg.HTTP.Listen = "127.0.0.1:0"

@@ -19,8 +19,6 @@ import (
 
 // Config is the whole broker configuration. Field names in YAML use snake_case.
 type Config struct {
-	// NodeName names this node in the cluster and in the management API.
-	NodeName string `json:"node_name"`
 	// DataDir holds every file the broker writes (metadata, queues, streams).
 	DataDir string `json:"data_dir"`
 	// LogLevel is one of debug, info, warn, error.
@@ -149,17 +147,6 @@ type Storage struct {
 	SyncInterval time.Duration `json:"sync_interval"`
 }
 
-// Cluster configures membership and the inter-node transport.
-type Cluster struct {
-	Listen string `json:"listen"`
-	// Seeds are peers to join, host:port of their cluster listeners.
-	Seeds []string `json:"seeds"`
-	// DNS is a name whose A records are the peers (the operator's headless Service).
-	DNS string `json:"dns"`
-	// Token authenticates peers to each other.
-	Token string `json:"token"`
-}
-
 // Process configures how the operating system runs the broker's process.
 type Process struct {
 	// SchedPolicy is the Linux scheduling policy of the broker's threads:
@@ -189,7 +176,6 @@ func Default() Config {
 		host = "localhost"
 	}
 	return Config{
-		NodeName: "warren@" + host,
 		DataDir:  "./data",
 		LogLevel: "info",
 		AMQP: AMQP{
@@ -236,7 +222,7 @@ func Default() Config {
 			QueueMemoryMessages:  2048,
 			SyncInterval:         2 * time.Millisecond,
 		},
-		Cluster: Cluster{Listen: ":25672"},
+		Cluster: Cluster{NodeName: "warren@" + host, Listen: ":25672"},
 		Process: Process{SchedPolicy: "batch"},
 	}
 }
@@ -424,6 +410,7 @@ func (c Config) Validate() error {
 		bad("prometheus.max_connections", "must be at least 1, got %d", c.Prometheus.MaxConnections)
 	}
 	errs = append(errs, c.validateTLS()...)
+	errs = append(errs, c.validateCluster()...)
 	if c.Auth.DefaultVhost == "" {
 		bad("auth.default_vhost", "must not be empty")
 	}

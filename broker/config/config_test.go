@@ -60,6 +60,14 @@ func TestBadSettingsAreReportedByKey(t *testing.T) {
 		{"no HTTP connections", "http:\n  max_connections: 0\n", "", "http.max_connections"},
 		{"statistics sampled too often", "http:\n  collect_statistics_interval: 10ms\n", "", "http.collect_statistics_interval"},
 		{"no metrics connections", "", "WARREN_PROMETHEUS_MAX_CONNECTIONS=0", "prometheus.max_connections"},
+		{"node name with a space", "cluster:\n  node_name: a b\n", "", "cluster.node_name"},
+		{"empty node name", "", "WARREN_CLUSTER_NODE_NAME=", "cluster.node_name"},
+		{"seed without port", "", "WARREN_CLUSTER_SEEDS=n1:25672,n2", "cluster.seeds"},
+		{"advertise without port", "cluster:\n  advertise: n1\n", "", "cluster.advertise"},
+		{"short secret", "cluster:\n  secret: abc\n", "", "cluster.secret"},
+		{"two secrets", "cluster:\n  secret: 0123456789abcdef\n  secret_file: /x\n", "", "cluster.secret"},
+		{"half of cluster TLS", "cluster:\n  tls:\n    cert_file: /c.pem\n", "", "cluster.tls"},
+		{"top-level node_name moved", "node_name: warren@a\n", "", "node_name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,5 +88,55 @@ func TestBadSettingsAreReportedByKey(t *testing.T) {
 	}
 	if err := Set(&Config{}, "no.such.key", "1"); err == nil {
 		t.Fatal("--set of an unknown key accepted")
+	}
+}
+
+func TestClusterSecret(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	var c Cluster
+	first, err := c.LoadSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(home, ".warren-cluster-secret"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("default secret file: %v, mode %v", err, st.Mode())
+	}
+	second, err := c.LoadSecret()
+	if err != nil || string(second) != string(first) || len(first) != 64 {
+		t.Fatalf("second node of the same user reads %q (%v), first made %q", second, err, first)
+	}
+	file := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(file, []byte("  mounted-secret-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Cluster{SecretFile: file}.LoadSecret()
+	if err != nil || string(got) != "mounted-secret-0123456789" {
+		t.Fatalf("secret file: %q, %v", got, err)
+	}
+	if _, err := (Cluster{SecretFile: filepath.Join(home, "missing")}).LoadSecret(); err == nil {
+		t.Fatal("a missing cluster.secret_file was made instead of refused")
+	}
+}
+
+func TestClusterDefaults(t *testing.T) {
+	cfg := Default()
+	if err := Set(&cfg, "cluster.seeds", "127.0.0.1:25672, 127.0.0.1:25673"); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Cluster.Seeds) != 2 || cfg.Cluster.Seeds[1] != "127.0.0.1:25673" {
+		t.Fatalf("seeds %q", cfg.Cluster.Seeds)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if cfg.Cluster.NodeName != "warren@"+host {
+		t.Fatalf("node name %q", cfg.Cluster.NodeName)
+	}
+	addr, err := cfg.Cluster.AdvertiseAddr()
+	if err != nil || addr != host+":25672" {
+		t.Fatalf("advertise %q, %v", addr, err)
 	}
 }

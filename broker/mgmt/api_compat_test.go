@@ -70,7 +70,7 @@ func TestConnectionAndChannelPeerFields(t *testing.T) {
 		{"connection peer_port", c["peer_port"], float64(local.Port)},
 		{"connection user", c["user"], "guest"},
 		{"connection vhost", c["vhost"], "/"},
-		{"connection node", c["node"], n.Cfg.NodeName},
+		{"connection node", c["node"], n.Cfg.Cluster.NodeName},
 		{"channel connection_details.name", details["name"], c["name"]},
 		{"channel connection_details.peer_host", details["peer_host"], local.IP.String()},
 		{"channel connection_details.peer_port", details["peer_port"], float64(local.Port)},

@@ -58,7 +58,7 @@ func TestRabbitmqadminEndpoints(t *testing.T) {
 				"queue.name": "work", "queue.vhost": "/", "arguments.x-priority": float64(3),
 				"channel_details.connection_name": field(a.list("/api/connections")[0], "name"), "channel_details.number": float64(1),
 				"channel_details.peer_host": local.IP.String(), "channel_details.peer_port": float64(local.Port),
-				"channel_details.user": "guest", "channel_details.node": n.Cfg.NodeName,
+				"channel_details.user": "guest", "channel_details.node": n.Cfg.Cluster.NodeName,
 			})
 		}},
 		{"/api/consumers/%2F", func(b any) string { return expectLen(b, 1) }},
@@ -82,7 +82,7 @@ func TestRabbitmqadminEndpoints(t *testing.T) {
 		{"/api/parameters", func(b any) string { return expectLen(b, 0) }},
 		{"/api/parameters/federation-upstream/%2F", func(b any) string { return expectLen(b, 0) }},
 		{"/api/global-parameters", func(b any) string {
-			return expectFields(b.([]any)[0], map[string]any{"name": "cluster_name", "value": n.Cfg.NodeName})
+			return expectFields(b.([]any)[0], map[string]any{"name": "cluster_name", "value": n.Cfg.Cluster.NodeName})
 		}},
 		{"/api/vhost-limits", func(b any) string { return expectLen(b, 0) }},
 		{"/api/vhost-limits/%2F", func(b any) string { return expectLen(b, 0) }},
@@ -95,14 +95,14 @@ func TestRabbitmqadminEndpoints(t *testing.T) {
 		{"/api/deprecated-features/used", func(b any) string { return expectLen(b, 0) }},
 		{"/api/health/checks/protocol-listener/amqp091,stream", func(b any) string { return expectFields(b, map[string]any{"status": "ok"}) }},
 		{"/api/health/checks/node-is-quorum-critical", func(b any) string { return expectFields(b, map[string]any{"status": "ok"}) }},
-		{"/api/cluster-name", func(b any) string { return expectFields(b, map[string]any{"name": n.Cfg.NodeName}) }},
+		{"/api/cluster-name", func(b any) string { return expectFields(b, map[string]any{"name": n.Cfg.Cluster.NodeName}) }},
 		{"/api/whoami", func(b any) string {
 			return expectFields(b, map[string]any{"name": "guest"}) + expectLen(field(b, "tags"), 1)
 		}},
 		{"/api/extensions", func(b any) string { return expectLen(b, 0) }},
 		{"/api/operator-policies", func(b any) string { return expectLen(b, 0) }},
 		{"/api/operator-policies/%2F", func(b any) string { return expectLen(b, 0) }},
-		{"/api/nodes/" + n.Cfg.NodeName + "/memory", func(b any) string {
+		{"/api/nodes/" + n.Cfg.Cluster.NodeName + "/memory", func(b any) string {
 			if rss, _ := field(b, "memory", "total", "rss").(float64); rss <= 0 {
 				return fmt.Sprintf("memory.total.rss = %v, want > 0", rss)
 			}

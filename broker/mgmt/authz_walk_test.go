@@ -209,7 +209,7 @@ func TestProbeHTTPAuthorizationWalk(t *testing.T) {
 			for _, vh := range vhosts {
 				path := strings.NewReplacer(
 					"{vhost}", url.PathEscape(vhostFor(rt.Pattern, vh)), "{user}", "scratch-user",
-					"{name}", nameFor(rt.Pattern, connName, n.Cfg.NodeName), "{exchange}", "x", "{queue}", "q",
+					"{name}", nameFor(rt.Pattern, connName, n.Cfg.Cluster.NodeName), "{exchange}", "x", "{queue}", "q",
 					"{dest}", "x2", "{props}", "k", "{port}", httpPort,
 					"{side}", "source", "{component}", "federation-upstream", "{protocols}", "amqp",
 				).Replace(pattern)

@@ -50,7 +50,7 @@ func pprofHandler() http.Handler {
 var _ mgmt.Broker = (*Broker)(nil)
 
 // NodeName implements mgmt.Broker.
-func (b *Broker) NodeName() string { return b.cfg.NodeName }
+func (b *Broker) NodeName() string { return b.cfg.Cluster.NodeName }
 
 // Version implements mgmt.Broker.
 func (b *Broker) Version() string { return Version }

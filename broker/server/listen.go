@@ -67,7 +67,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	go b.watchResources(ctx)
 	b.ready.Store(true)
-	b.log.Info("warren started", "node", b.cfg.NodeName, "amqp", b.Addr(ListenerAMQP), "stream", b.Addr(ListenerStream), "amqps", b.Addr(ListenerAMQPTLS), "stream_tls", b.Addr(ListenerStreamTLS), "http", b.Addr(ListenerHTTP), "prometheus", b.Addr(ListenerPrometheus), "data_dir", b.cfg.DataDir)
+	b.log.Info("warren started", "node", b.cfg.Cluster.NodeName, "amqp", b.Addr(ListenerAMQP), "stream", b.Addr(ListenerStream), "amqps", b.Addr(ListenerAMQPTLS), "stream_tls", b.Addr(ListenerStreamTLS), "http", b.Addr(ListenerHTTP), "prometheus", b.Addr(ListenerPrometheus), "data_dir", b.cfg.DataDir)
 	return nil
 }
 

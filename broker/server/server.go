@@ -91,7 +91,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("server: create data dir: %w", err)
 	}
-	lock, err := lockDataDir(cfg.DataDir, cfg.NodeName)
+	lock, err := lockDataDir(cfg.DataDir, cfg.Cluster.NodeName)
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,8 @@ func fill(t *testing.T, s Store) {
 	must(t, s.PutQueue(ctx, Queue{Vhost: "other", Name: "q1", Type: "stream", Durable: true}))
 	must(t, s.PutBinding(ctx, Binding{Vhost: "/", Source: "orders", Destination: "q1", DestinationType: "queue", RoutingKey: "eu.#"}))
 	must(t, s.PutBinding(ctx, Binding{Vhost: "/", Source: "orders", Destination: "ae", DestinationType: "exchange", RoutingKey: "x", Arguments: map[string]any{"k": "v"}}))
+	must(t, s.PutNode(ctx, Node{Name: "warren@n1", Address: "n1.warren:25672"}))
+	must(t, s.PutNode(ctx, Node{Name: "warren@n2", Address: "10.0.0.2:25672"}))
 }
 
 type dump struct {
@@ -56,10 +58,11 @@ type dump struct {
 	Exchanges   []Exchange
 	Queues      []Queue
 	Bindings    []Binding
+	Nodes       []Node
 }
 
 func dumpOf(s Store) dump {
-	return dump{s.Vhosts(), s.Users(), s.Permissions(), s.Policies(""), s.Exchanges(""), s.Queues(""), s.Bindings("")}
+	return dump{s.Vhosts(), s.Users(), s.Permissions(), s.Policies(""), s.Exchanges(""), s.Queues(""), s.Bindings(""), s.Nodes()}
 }
 
 func TestReopenKeepsEveryKind(t *testing.T) {
@@ -75,7 +78,7 @@ func TestReopenKeepsEveryKind(t *testing.T) {
 		t.Fatalf("state changed across reopen:\nbefore %+v\nafter  %+v", before, after)
 	}
 	if len(after.Vhosts) != 2 || len(after.Users) != 1 || len(after.Permissions) != 1 || len(after.Policies) != 1 ||
-		len(after.Exchanges) != 2 || len(after.Queues) != 2 || len(after.Bindings) != 2 {
+		len(after.Exchanges) != 2 || len(after.Queues) != 2 || len(after.Bindings) != 2 || len(after.Nodes) != 2 {
 		t.Fatalf("unexpected counts: %+v", after)
 	}
 	v, ok := r.Vhost("/")
@@ -101,9 +104,10 @@ func TestReopenKeepsEveryKind(t *testing.T) {
 	must(t, r.DeletePermission(ctx, "/", "alice"))
 	must(t, r.DeleteQueue(ctx, "other", "q1"))
 	must(t, r.DeleteUser(ctx, "alice"))
+	must(t, r.DeleteNode(ctx, "warren@n2"))
 	must(t, r.Close())
 	r2 := openT(t, dir)
-	if got := dumpOf(r2); len(got.Bindings) != 1 || len(got.Policies) != 0 || len(got.Permissions) != 0 || len(got.Queues) != 1 || len(got.Users) != 0 {
+	if got := dumpOf(r2); len(got.Bindings) != 1 || len(got.Policies) != 0 || len(got.Permissions) != 0 || len(got.Queues) != 1 || len(got.Users) != 0 || len(got.Nodes) != 1 {
 		t.Fatalf("deletes lost across reopen: %+v", got)
 	}
 }
@@ -189,7 +193,7 @@ func TestSubscribeOrder(t *testing.T) {
 	var kinds []EventKind
 	l.Subscribe(func(e Event) { kinds = append(kinds, e.Kind) })
 	fill(t, l)
-	want := []EventKind{VhostPut, VhostPut, UserPut, PermissionPut, PolicyPut, ExchangePut, ExchangePut, QueuePut, QueuePut, BindingPut, BindingPut}
+	want := []EventKind{VhostPut, VhostPut, UserPut, PermissionPut, PolicyPut, ExchangePut, ExchangePut, QueuePut, QueuePut, BindingPut, BindingPut, NodePut, NodePut}
 	if !reflect.DeepEqual(kinds, want) {
 		t.Fatalf("events %v, want %v", kinds, want)
 	}

@@ -33,6 +33,8 @@ const (
 	OpDeleteQueue      Op = "delete_queue"
 	OpPutBinding       Op = "put_binding"
 	OpDeleteBinding    Op = "delete_binding"
+	OpPutNode          Op = "put_node"
+	OpDeleteNode       Op = "delete_node"
 	opSnapshot         Op = "snapshot"
 )
 
@@ -46,6 +48,7 @@ type Command struct {
 	Exchange   *Exchange   `json:"exchange,omitempty"`
 	Queue      *Queue      `json:"queue,omitempty"`
 	Binding    *Binding    `json:"binding,omitempty"`
+	Node       *Node       `json:"node,omitempty"`
 	// Name and VhostName identify what a delete removes.
 	Name      string `json:"name,omitempty"`
 	VhostName string `json:"vhost_name,omitempty"`
@@ -71,6 +74,8 @@ const (
 	QueueDeleted
 	BindingPut
 	BindingDeleted
+	NodePut
+	NodeDeleted
 )
 
 // Event tells subscribers about an applied command.
@@ -91,6 +96,7 @@ type State struct {
 	Exchanges   map[string]Exchange   `json:"exchanges"`   // vhost\x00name
 	Queues      map[string]Queue      `json:"queues"`      // vhost\x00name
 	Bindings    map[string]Binding    `json:"bindings"`    // Binding.key()
+	Nodes       map[string]Node       `json:"nodes"`
 }
 
 // NewState returns an empty state.
@@ -121,6 +127,9 @@ func (s *State) init() {
 	}
 	if s.Bindings == nil {
 		s.Bindings = map[string]Binding{}
+	}
+	if s.Nodes == nil {
+		s.Nodes = map[string]Node{}
 	}
 }
 
@@ -199,6 +208,14 @@ func (s *State) Validate(c Command) error {
 	case OpDeleteBinding:
 		if c.Binding == nil {
 			return fmt.Errorf("%w: empty binding", ErrInvalid)
+		}
+	case OpPutNode:
+		if c.Node == nil || c.Node.Name == "" || c.Node.Address == "" {
+			return fmt.Errorf("%w: a node needs a name and an address", ErrInvalid)
+		}
+	case OpDeleteNode:
+		if _, ok := s.Nodes[c.Name]; !ok {
+			return fmt.Errorf("%w: node '%s'", ErrNotFound, c.Name)
 		}
 	case opSnapshot:
 		if c.Snapshot == nil {
@@ -302,6 +319,12 @@ func (s *State) Apply(c Command) Event {
 	case OpDeleteBinding:
 		delete(s.Bindings, c.Binding.key())
 		return Event{Kind: BindingDeleted, Vhost: c.Binding.Vhost, Cmd: c}
+	case OpPutNode:
+		s.Nodes[c.Node.Name] = *c.Node
+		return Event{Kind: NodePut, Name: c.Node.Name, Cmd: c}
+	case OpDeleteNode:
+		delete(s.Nodes, c.Name)
+		return Event{Kind: NodeDeleted, Name: c.Name, Cmd: c}
 	case opSnapshot:
 		*s = *c.Snapshot
 		s.init()
@@ -383,7 +406,7 @@ func normalizeValue(v any) any {
 // is gone: applying it is a harmless no-op, and it keeps replay idempotent.
 func deleteOfMissing(c Command) bool {
 	switch c.Op {
-	case OpDeleteVhost, OpDeleteUser, OpDeletePermission, OpDeletePolicy:
+	case OpDeleteVhost, OpDeleteUser, OpDeletePermission, OpDeletePolicy, OpDeleteNode:
 		return true
 	}
 	return false

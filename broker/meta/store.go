@@ -37,6 +37,12 @@ type Store interface {
 	DeleteBinding(ctx context.Context, b Binding) error
 	Bindings(vhost string) []Binding
 
+	// PutNode records a cluster member and the address its peers dial;
+	// DeleteNode forgets it. Node names are the members' Raft server ids.
+	PutNode(ctx context.Context, n Node) error
+	DeleteNode(ctx context.Context, name string) error
+	Nodes() []Node
+
 	// Subscribe registers fn for every applied command, called in order
 	// after the change is durable; fn must not block long. cancel removes it.
 	Subscribe(fn func(Event)) (cancel func())

@@ -41,6 +41,13 @@ type Network interface {
 	// Handle registers h for method, replacing any earlier handler; calls
 	// of a method without one fail with codes.Unimplemented.
 	Handle(method string, h Handler)
+	// Watch calls fn whenever this node's view of a peer changes: up false
+	// when the peer became unreachable (its connection broke or was
+	// refused, it closed), true when it is reachable again. It is the
+	// per-node failure signal: one event per peer, not per group. Calls
+	// come one at a time, in order, on a goroutine of the Network; stop
+	// ends them.
+	Watch(fn func(node string, up bool)) (stop func())
 	// Close closes every group transport and connection; calls in flight
 	// fail with codes.Unavailable.
 	Close() error

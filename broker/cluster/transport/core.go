@@ -1,0 +1,127 @@
+package transport
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// DefaultRPCTimeout bounds one Raft RPC (an InstallSnapshot gets more in
+// proportion to its size); Raft retries an RPC that timed out.
+const DefaultRPCTimeout = 10 * time.Second
+
+// sender is how a Network's group transports send: one Raft RPC of group to
+// node, answered with the response struct or a status error. data is the
+// snapshot of an InstallSnapshot, else nil.
+type sender interface {
+	sendRaft(ctx context.Context, node, group string, cmd any, data io.Reader) (any, error)
+}
+
+// core is the part every Network implementation shares: the node's name,
+// its open group transports and its call handlers, and the receiving side
+// of both (a Raft RPC to its group, a call to its handler).
+type core struct {
+	node       string
+	rpcTimeout time.Duration
+	out        sender
+
+	mu       sync.Mutex
+	groups   map[string]*group
+	handlers map[string]Handler
+	closed   bool
+}
+
+func newCore(node string, out sender, rpcTimeout time.Duration) *core {
+	if rpcTimeout <= 0 {
+		rpcTimeout = DefaultRPCTimeout
+	}
+	return &core{node: node, out: out, rpcTimeout: rpcTimeout, groups: map[string]*group{}, handlers: map[string]Handler{}}
+}
+
+// group returns the open transport of group id, opening it if needed. After
+// close it returns a closed transport whose RPCs fail with Unavailable.
+func (c *core) group(id string) *group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.groups[id]; g != nil {
+		return g
+	}
+	g := newGroup(c, id)
+	if c.closed {
+		g.shut()
+		return g
+	}
+	c.groups[id] = g
+	return g
+}
+
+// forget drops g from the open groups (g closed itself).
+func (c *core) forget(g *group) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.groups[g.id] == g {
+		delete(c.groups, g.id)
+	}
+}
+
+// openGroup is the receiving side's lookup: nil if id is not open here.
+func (c *core) openGroup(id string) *group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.groups[id]
+}
+
+func (c *core) handle(method string, h Handler) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h == nil {
+		delete(c.handlers, method)
+		return
+	}
+	c.handlers[method] = h
+}
+
+// serveRaft delivers one Raft RPC that arrived from node from to its group
+// and waits for Raft's answer.
+func (c *core) serveRaft(ctx context.Context, group string, cmd any, data io.Reader) (any, error) {
+	g := c.openGroup(group)
+	if g == nil {
+		return nil, status.Errorf(codes.Unavailable, "node %q has no Raft group %q open", c.node, group)
+	}
+	return g.deliver(ctx, cmd, data)
+}
+
+// serveCall runs the handler of method for a call from node from; its error
+// comes back as a status error.
+func (c *core) serveCall(ctx context.Context, from, method string, req []byte) ([]byte, error) {
+	c.mu.Lock()
+	h, closed := c.handlers[method], c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, unavailable(c.node, errClosed)
+	}
+	if h == nil {
+		return nil, status.Errorf(codes.Unimplemented, "node %q has no handler for %q", c.node, method)
+	}
+	resp, err := h(ctx, from, req)
+	if err != nil {
+		return nil, asStatus(err)
+	}
+	return resp, nil
+}
+
+// close closes every group transport; later groups come closed.
+func (c *core) close() {
+	c.mu.Lock()
+	c.closed = true
+	groups := c.groups
+	c.groups = map[string]*group{}
+	c.mu.Unlock()
+	for _, g := range groups {
+		g.shut()
+	}
+}

@@ -1,0 +1,232 @@
+package transport
+
+import (
+	"context"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// InmemHub connects in-memory Networks in one process: the twin of the gRPC
+// Network for fast tests, with the same names, status codes and
+// concurrency contract, and fault controls (Partition, Isolate, Heal; a
+// node goes down by closing its Network and comes back by asking the hub
+// for it again).
+type InmemHub struct {
+	rpcTimeout time.Duration
+
+	mu       sync.Mutex
+	nets     map[string]*inmemNetwork
+	cut      map[[2]string]bool // unordered pairs, smaller name first
+	isolated map[string]bool
+	view     map[[2]string]bool // [watcher, peer] -> last reported up
+	flights  map[*flight]struct{}
+}
+
+// flight is a Raft RPC or call under way from one node to another; it is
+// cancelled (cause errUnreachable) when the link between them is cut.
+type flight struct {
+	from, to string
+	cancel   context.CancelCauseFunc
+}
+
+// NewInmemHub returns a hub without Networks.
+func NewInmemHub() *InmemHub {
+	return &InmemHub{
+		rpcTimeout: DefaultRPCTimeout,
+		nets:       map[string]*inmemNetwork{},
+		cut:        map[[2]string]bool{},
+		isolated:   map[string]bool{},
+		view:       map[[2]string]bool{},
+		flights:    map[*flight]struct{}{},
+	}
+}
+
+// Network returns node's Network on the hub, creating it if node has none
+// open (again after a Close: the node restarted).
+func (h *InmemHub) Network(node string) Network {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n := h.nets[node]; n != nil {
+		return n
+	}
+	n := &inmemNetwork{hub: h}
+	n.core = newCore(node, n, h.rpcTimeout)
+	h.nets[node] = n
+	h.refreshLocked()
+	return n
+}
+
+// Partition cuts the link between nodes a and b both ways: RPCs and calls
+// between them, and those in flight, fail with codes.Unavailable.
+func (h *InmemHub) Partition(a, b string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cut[pair(a, b)] = true
+	h.refreshLocked()
+}
+
+// Isolate cuts node off from every other node.
+func (h *InmemHub) Isolate(node string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.isolated[node] = true
+	h.refreshLocked()
+}
+
+// Heal undoes every Partition and Isolate.
+func (h *InmemHub) Heal() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	clear(h.cut)
+	clear(h.isolated)
+	h.refreshLocked()
+}
+
+func pair(a, b string) [2]string {
+	if b < a {
+		a, b = b, a
+	}
+	return [2]string{a, b}
+}
+
+func (h *InmemHub) reachableLocked(from, to string) bool {
+	if h.nets[from] == nil || h.nets[to] == nil {
+		return false
+	}
+	return from == to || !h.cut[pair(from, to)] && !h.isolated[from] && !h.isolated[to]
+}
+
+// refreshLocked cancels the flights whose link is cut and tells each
+// Network's watchers of the peers whose reachability changed.
+func (h *InmemHub) refreshLocked() {
+	for f := range h.flights {
+		if !h.reachableLocked(f.from, f.to) {
+			f.cancel(errUnreachable)
+			delete(h.flights, f)
+		}
+	}
+	for k, up := range h.view {
+		if h.nets[k[0]] == nil {
+			delete(h.view, k)
+		} else if now := h.reachableLocked(k[0], k[1]); now != up {
+			h.view[k] = now
+			h.nets[k[0]].watch.emit(k[1], now)
+		}
+	}
+	for a, n := range h.nets {
+		for b := range h.nets {
+			k := [2]string{a, b}
+			if _, seen := h.view[k]; !seen && a != b && h.reachableLocked(a, b) {
+				h.view[k] = true
+				n.watch.emit(b, true)
+			}
+		}
+	}
+}
+
+// link starts a flight from node from to node to: the target's Network and
+// a context that ends with ctx or when the link is cut; done ends the flight.
+func (h *InmemHub) link(ctx context.Context, from, to string) (*inmemNetwork, context.Context, func(), error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.reachableLocked(from, to) {
+		return nil, nil, nil, unavailable(to, errUnreachable)
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	f := &flight{from: from, to: to, cancel: cancel}
+	h.flights[f] = struct{}{}
+	done := func() {
+		h.mu.Lock()
+		delete(h.flights, f)
+		h.mu.Unlock()
+		cancel(nil)
+	}
+	return h.nets[to], fctx, done, nil
+}
+
+func (h *InmemHub) closed(n *inmemNetwork) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.nets[n.core.node] == n {
+		delete(h.nets, n.core.node)
+	}
+	h.refreshLocked()
+}
+
+// inmemNetwork is one node's Network on an InmemHub.
+type inmemNetwork struct {
+	hub   *InmemHub
+	core  *core
+	watch watchers
+	once  sync.Once
+}
+
+var _ Network = (*inmemNetwork)(nil)
+
+func (n *inmemNetwork) Node() string                       { return n.core.node }
+func (n *inmemNetwork) Group(id string) GroupTransport     { return n.core.group(id) }
+func (n *inmemNetwork) Handle(method string, h Handler)    { n.core.handle(method, h) }
+func (n *inmemNetwork) Watch(fn func(string, bool)) func() { return n.watch.add(fn) }
+
+func (n *inmemNetwork) Close() error {
+	n.once.Do(func() {
+		n.core.close()
+		n.hub.closed(n)
+	})
+	return nil
+}
+
+func (n *inmemNetwork) Call(ctx context.Context, node, method string, req []byte) ([]byte, error) {
+	if node == n.core.node {
+		return n.core.serveCall(ctx, node, method, req)
+	}
+	peer, fctx, done, err := n.hub.link(ctx, n.core.node, node)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	type result struct {
+		resp []byte
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		resp, err := peer.core.serveCall(fctx, n.core.node, method, slices.Clone(req))
+		ch <- result{slices.Clone(resp), err}
+	}()
+	select {
+	case r := <-ch:
+		return r.resp, r.err
+	case <-fctx.Done():
+		return nil, ctxStatus(fctx, node)
+	}
+}
+
+func (n *inmemNetwork) sendRaft(ctx context.Context, node, group string, cmd any, data io.Reader) (any, error) {
+	peer, fctx, done, err := n.hub.link(ctx, n.core.node, node)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return peer.core.serveRaft(fctx, group, cloneCmd(cmd), data)
+}
+
+// cloneCmd copies what a receiving Raft keeps of a request (the log entries
+// of an append), as if it had crossed a wire.
+func cloneCmd(cmd any) any {
+	req, ok := cmd.(*raft.AppendEntriesRequest)
+	if !ok || len(req.Entries) == 0 {
+		return cmd
+	}
+	cp := *req
+	cp.Entries = make([]*raft.Log, len(req.Entries))
+	for i, l := range req.Entries {
+		lc := *l
+		cp.Entries[i] = &lc
+	}
+	return &cp
+}

@@ -86,13 +86,28 @@ func Export(s Store, vhost string) Definitions {
 		d.Vhosts = append(d.Vhosts, DefVhost{Name: v.Name, Description: v.Description, Tags: v.Tags, DefaultQueueType: v.DefaultQueueType, Storage: v.Storage,
 			Metadata: map[string]any{"description": v.Description, "tags": v.Tags, "default_queue_type": v.DefaultQueueType}})
 		d.Policies = append(d.Policies, s.Policies(v.Name)...)
+		// Only what outlives a restart: durable exchanges, durable
+		// queues no connection owns, and bindings between them.
+		transient := map[string]bool{} // "queue\x00name" or "exchange\x00name"
 		for _, q := range s.Queues(v.Name) {
+			if !q.Durable || q.Exclusive {
+				transient[key2("queue", q.Name)] = true
+				continue
+			}
 			d.Queues = append(d.Queues, DefQueue{Name: q.Name, Vhost: q.Vhost, Durable: q.Durable, AutoDelete: q.AutoDelete, Arguments: q.Arguments, Type: q.Type})
 		}
 		for _, e := range s.Exchanges(v.Name) {
+			if !e.Durable {
+				transient[key2("exchange", e.Name)] = true
+				continue
+			}
 			d.Exchanges = append(d.Exchanges, DefExchange{Name: e.Name, Vhost: e.Vhost, Type: e.Type, Durable: e.Durable, AutoDelete: e.AutoDelete, Internal: e.Internal, Arguments: e.Arguments})
 		}
-		d.Bindings = append(d.Bindings, s.Bindings(v.Name)...)
+		for _, b := range s.Bindings(v.Name) {
+			if !transient[key2("exchange", b.Source)] && !transient[key2(b.DestinationType, b.Destination)] {
+				d.Bindings = append(d.Bindings, b)
+			}
+		}
 	}
 	for _, p := range s.Permissions() {
 		if in(p.Vhost) {

@@ -1,9 +1,16 @@
-// Package meta is the broker's durable metadata: vhosts, users, permissions,
-// policies, and the durable exchanges, queues and bindings.
+// Package meta is the broker's metadata: vhosts, users, permissions,
+// policies, and every exchange, queue and binding (durable or not: every
+// node routes by them), each queue with its placement (the node that holds
+// it) and, when exclusive, its owning connection.
 //
 // Every change is a Command applied to an in-memory State. State.Apply is
 // deterministic and ignores a command State.Validate refuses, so a Raft FSM
 // can apply the same commands on every node and reach the same state.
+// Declares are arbitrated there: OpDeclareQueue and OpDeclareExchange create
+// what is absent and otherwise check equivalence (RabbitMQ's rules and
+// wording, an *Error of Kind ErrInequivalent or ErrLocked), so concurrent
+// declares of one name agree on every node. Removing bindings deletes the
+// auto-delete exchanges left without any, as the routing table does.
 //
 // Local is the single-node Store. Each write is validated, appended to
 // meta.log as one record (4-byte big-endian length, CRC-32C of the payload,

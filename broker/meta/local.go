@@ -164,43 +164,55 @@ func encodeRecord(c Command) ([]byte, error) {
 
 // apply validates, logs (fsync), applies and publishes a command.
 func (l *Local) apply(ctx context.Context, c Command) error {
+	_, err := l.applyEvent(ctx, c)
+	return err
+}
+
+// applyEvent is apply returning the event published (Kind 0 for none). A
+// declare of something that exists, once validated, changes nothing and
+// is not logged.
+func (l *Local) applyEvent(ctx context.Context, c Command) (Event, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return Event{}, err
 	}
 	l.applyMu.Lock()
 	defer l.applyMu.Unlock()
 	rec, err := encodeRecord(c)
 	if err != nil {
-		return err
+		return Event{}, err
 	}
 	// Apply what a replay will read back (JSON numbers and all), so the
 	// state in memory is the state after a restart.
 	var hdr [recordHeader]byte
 	copy(hdr[:], rec)
 	if c, _, err = decodeRecord(hdr, rec[recordHeader:]); err != nil {
-		return fmt.Errorf("meta: re-read command: %w", err)
+		return Event{}, fmt.Errorf("meta: re-read command: %w", err)
 	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return ErrClosed
+		return Event{}, ErrClosed
 	}
 	if err := l.state.Validate(c); err != nil {
 		l.mu.Unlock()
-		return err
+		return Event{}, err
+	}
+	if l.state.declareExists(c) {
+		l.mu.Unlock()
+		return Event{}, nil
 	}
 	if _, err := l.f.Write(rec); err != nil {
 		_ = l.f.Truncate(l.size)
 		_, _ = l.f.Seek(l.size, io.SeekStart)
 		l.mu.Unlock()
-		return fmt.Errorf("meta: append: %w", err)
+		return Event{}, fmt.Errorf("meta: append: %w", err)
 	}
 	if err := l.f.Sync(); err != nil {
 		// Not acknowledged: cut the record so the log stays what memory is.
 		_ = l.f.Truncate(l.size)
 		_, _ = l.f.Seek(l.size, io.SeekStart)
 		l.mu.Unlock()
-		return fmt.Errorf("meta: fsync: %w", err)
+		return Event{}, fmt.Errorf("meta: fsync: %w", err)
 	}
 	l.size += int64(len(rec))
 	l.records++
@@ -208,7 +220,7 @@ func (l *Local) apply(ctx context.Context, c Command) error {
 	if l.size > l.compactBytes && l.size > 2*l.base {
 		if err := l.compactLocked(); err != nil {
 			l.mu.Unlock()
-			return err
+			return Event{}, err
 		}
 	}
 	l.mu.Unlock()
@@ -223,7 +235,7 @@ func (l *Local) apply(ctx context.Context, c Command) error {
 			fn(ev)
 		}
 	}
-	return nil
+	return ev, nil
 }
 
 // compactLocked rewrites the log as one snapshot record.
@@ -383,6 +395,12 @@ func (l *Local) PutExchange(ctx context.Context, e Exchange) error {
 	return l.apply(ctx, Command{Op: OpPutExchange, Exchange: &e})
 }
 
+// DeclareExchange implements Store.
+func (l *Local) DeclareExchange(ctx context.Context, e Exchange) (bool, error) {
+	ev, err := l.applyEvent(ctx, Command{Op: OpDeclareExchange, Exchange: &e})
+	return ev.Kind != 0, err
+}
+
 // DeleteExchange implements Store.
 func (l *Local) DeleteExchange(ctx context.Context, vhost, name string) error {
 	return l.apply(ctx, Command{Op: OpDeleteExchange, VhostName: vhost, Name: name})
@@ -398,6 +416,12 @@ func (l *Local) Exchanges(vhost string) []Exchange {
 // PutQueue implements Store.
 func (l *Local) PutQueue(ctx context.Context, q Queue) error {
 	return l.apply(ctx, Command{Op: OpPutQueue, Queue: &q})
+}
+
+// DeclareQueue implements Store.
+func (l *Local) DeclareQueue(ctx context.Context, q Queue) (bool, error) {
+	ev, err := l.applyEvent(ctx, Command{Op: OpDeclareQueue, Queue: &q})
+	return ev.Kind != 0, err
 }
 
 // DeleteQueue implements Store.

@@ -32,10 +32,17 @@ const (
 	OpPutQueue         Op = "put_queue"
 	OpDeleteQueue      Op = "delete_queue"
 	OpPutBinding       Op = "put_binding"
-	OpDeleteBinding    Op = "delete_binding"
-	OpPutNode          Op = "put_node"
-	OpDeleteNode       Op = "delete_node"
-	opSnapshot         Op = "snapshot"
+	// OpDeclareQueue and OpDeclareExchange create what is absent and
+	// otherwise check the declare is equivalent (and, for an exclusive
+	// queue, comes from its owner): Validate refuses it with an *Error,
+	// the same on every node, so of two concurrent declares of one name
+	// with different arguments one creates and the other is refused.
+	OpDeclareQueue    Op = "declare_queue"
+	OpDeclareExchange Op = "declare_exchange"
+	OpDeleteBinding   Op = "delete_binding"
+	OpPutNode         Op = "put_node"
+	OpDeleteNode      Op = "delete_node"
+	opSnapshot        Op = "snapshot"
 )
 
 // Command is one change to the metadata; exactly the field for Op is set.
@@ -200,6 +207,10 @@ func (s *State) Validate(c Command) error {
 			return fmt.Errorf("%w: queue needs a name", ErrInvalid)
 		}
 		return needVhost(c.Queue.Vhost)
+	case OpDeclareQueue:
+		return s.validateDeclareQueue(c.Queue)
+	case OpDeclareExchange:
+		return s.validateDeclareExchange(c.Exchange)
 	case OpPutBinding:
 		if c.Binding == nil {
 			return fmt.Errorf("%w: empty binding", ErrInvalid)
@@ -294,30 +305,37 @@ func (s *State) Apply(c Command) Event {
 	case OpPutExchange:
 		s.Exchanges[key2(c.Exchange.Vhost, c.Exchange.Name)] = *c.Exchange
 		return Event{Kind: ExchangePut, Vhost: c.Exchange.Vhost, Name: c.Exchange.Name, Cmd: c}
+	case OpDeclareExchange:
+		if s.declareExists(c) {
+			return Event{}
+		}
+		s.Exchanges[key2(c.Exchange.Vhost, c.Exchange.Name)] = *c.Exchange
+		return Event{Kind: ExchangePut, Vhost: c.Exchange.Vhost, Name: c.Exchange.Name, Cmd: c}
 	case OpDeleteExchange:
 		delete(s.Exchanges, key2(c.VhostName, c.Name))
-		for k, b := range s.Bindings {
-			if b.Vhost == c.VhostName && (b.Source == c.Name || (b.DestinationType == "exchange" && b.Destination == c.Name)) {
-				delete(s.Bindings, k)
-			}
-		}
+		s.dropBindings(c.VhostName, func(b Binding) bool {
+			return b.Source == c.Name || (b.DestinationType == "exchange" && b.Destination == c.Name)
+		})
 		return Event{Kind: ExchangeDeleted, Vhost: c.VhostName, Name: c.Name, Cmd: c}
 	case OpPutQueue:
 		s.Queues[key2(c.Queue.Vhost, c.Queue.Name)] = *c.Queue
 		return Event{Kind: QueuePut, Vhost: c.Queue.Vhost, Name: c.Queue.Name, Cmd: c}
+	case OpDeclareQueue:
+		if s.declareExists(c) {
+			return Event{}
+		}
+		s.Queues[key2(c.Queue.Vhost, c.Queue.Name)] = *c.Queue
+		return Event{Kind: QueuePut, Vhost: c.Queue.Vhost, Name: c.Queue.Name, Cmd: c}
 	case OpDeleteQueue:
 		delete(s.Queues, key2(c.VhostName, c.Name))
-		for k, b := range s.Bindings {
-			if b.Vhost == c.VhostName && b.DestinationType == "queue" && b.Destination == c.Name {
-				delete(s.Bindings, k)
-			}
-		}
+		s.dropBindings(c.VhostName, func(b Binding) bool { return b.DestinationType == "queue" && b.Destination == c.Name })
 		return Event{Kind: QueueDeleted, Vhost: c.VhostName, Name: c.Name, Cmd: c}
 	case OpPutBinding:
 		s.Bindings[c.Binding.key()] = *c.Binding
 		return Event{Kind: BindingPut, Vhost: c.Binding.Vhost, Cmd: c}
 	case OpDeleteBinding:
-		delete(s.Bindings, c.Binding.key())
+		k := c.Binding.key()
+		s.dropBindings(c.Binding.Vhost, func(b Binding) bool { return b.key() == k })
 		return Event{Kind: BindingDeleted, Vhost: c.Binding.Vhost, Cmd: c}
 	case OpPutNode:
 		s.Nodes[c.Node.Name] = *c.Node

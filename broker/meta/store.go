@@ -4,7 +4,9 @@ import "context"
 
 // Store is the broker's metadata. Safe for concurrent use: reads come from
 // memory; a write returns once it is durable (and, for a replicated store,
-// committed). Deleting a vhost removes everything in it.
+// committed) and this node's subscribers have seen its event, so a caller
+// finds the change applied to the node's runtime (broker/vhost) when the
+// call returns. Deleting a vhost removes everything in it.
 type Store interface {
 	PutVhost(ctx context.Context, v Vhost) error
 	DeleteVhost(ctx context.Context, name string) error
@@ -26,10 +28,20 @@ type Store interface {
 	Policies(vhost string) []Policy
 
 	PutExchange(ctx context.Context, e Exchange) error
+	// DeclareExchange creates e unless its name exists; an existing one
+	// must be equivalent (else an *Error of Kind ErrInequivalent). created
+	// says whether this call made it.
+	DeclareExchange(ctx context.Context, e Exchange) (created bool, err error)
 	DeleteExchange(ctx context.Context, vhost, name string) error
 	Exchanges(vhost string) []Exchange
 
 	PutQueue(ctx context.Context, q Queue) error
+	// DeclareQueue creates q unless its name exists; an existing one must
+	// be equivalent and, when exclusive, owned by q.Owner (else an *Error
+	// of Kind ErrInequivalent or ErrLocked), decided by the state machine
+	// so concurrent declares of one name on any nodes agree. created says
+	// whether this call made it.
+	DeclareQueue(ctx context.Context, q Queue) (created bool, err error)
 	DeleteQueue(ctx context.Context, vhost, name string) error
 	Queues(vhost string) []Queue
 

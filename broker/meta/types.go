@@ -190,7 +190,7 @@ func appliesTo(applyTo, kind string) bool {
 	return false
 }
 
-// Exchange is a durable exchange.
+// Exchange is an exchange (durable or not).
 type Exchange struct {
 	Vhost      string         `json:"vhost"`
 	Name       string         `json:"name"`
@@ -201,7 +201,8 @@ type Exchange struct {
 	Arguments  map[string]any `json:"arguments"`
 }
 
-// Queue is a durable queue.
+// Queue is a queue or stream (durable or not, exclusive ones too: every
+// node routes to it) and where it lives.
 type Queue struct {
 	Vhost      string         `json:"vhost"`
 	Name       string         `json:"name"`
@@ -210,9 +211,20 @@ type Queue struct {
 	AutoDelete bool           `json:"auto_delete"`
 	Exclusive  bool           `json:"exclusive"`
 	Arguments  map[string]any `json:"arguments"`
+	// Node is the node that holds the queue: a classic queue's only node;
+	// for a replicated type (quorum, stream) the node it was declared on.
+	// Empty in records written before placement was recorded: the local
+	// node's.
+	Node string `json:"node,omitempty"`
+	// Members and Leader are a replicated queue's Raft group (quorum queues
+	// and replicated streams); empty for a classic queue.
+	Members []string `json:"members,omitempty"`
+	Leader  string   `json:"leader,omitempty"`
+	// Owner is an exclusive queue's connection.
+	Owner *QueueOwner `json:"owner,omitempty"`
 }
 
-// Binding is a durable binding.
+// Binding is a binding (durable or not).
 type Binding struct {
 	Vhost           string         `json:"vhost"`
 	Source          string         `json:"source"`

@@ -1,0 +1,395 @@
+package raftgroup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/warrenmq/warren/broker/cluster/logstore"
+	"github.com/warrenmq/warren/broker/cluster/transport"
+)
+
+// Errors.
+var (
+	// ErrNotLeader: this node is not the group's leader (or stopped being it
+	// before the command was appended): the command was not applied.
+	ErrNotLeader = errors.New("raftgroup: not the leader")
+	// ErrLeadershipLost: leadership was lost after the command was
+	// appended; it may or may not be committed.
+	ErrLeadershipLost = errors.New("raftgroup: leadership lost")
+	// ErrClosed: the group is closed (or shut down after its removal).
+	ErrClosed = errors.New("raftgroup: closed")
+	// ErrNotFresh: Bootstrap of a group that already has state.
+	ErrNotFresh = errors.New("raftgroup: the group already has state")
+)
+
+// Config opens one group on one node.
+type Config struct {
+	// ID is the group's id: the Network's and the log store's group id.
+	ID string
+	// Node is this node's name: its raft ServerID and ServerAddress.
+	Node string
+	// Network carries the group's RPCs (Network.Group(ID)).
+	Network transport.Network
+	// Stores holds the node's Raft logs; Stores.Group(ID) is this group's.
+	Stores logstore.GroupStores
+	// SnapshotDir holds the group's snapshots (the newest two are kept).
+	SnapshotDir string
+	// FSM is the state machine; a raft.BatchingFSM gets batches.
+	FSM raft.FSM
+	// Logger gets raft's log lines, with the group id; nil discards them.
+	Logger *slog.Logger
+	// Timing tunes the group; zero fields take the defaults.
+	Timing Timing
+	// Bootstrap: when the group has no state at all (no log, no term, no
+	// snapshot), make it a one-member cluster of this node. Exactly one node
+	// of a new cluster bootstraps; the others are added with AddVoter.
+	Bootstrap bool
+}
+
+// Timing tunes a group; a zero field takes the default in brackets.
+type Timing struct {
+	// HeartbeatTimeout: a follower without contact from the leader for this
+	// long (randomized up to twice) starts an election [1s]. The leader
+	// heartbeats at a tenth of it.
+	HeartbeatTimeout time.Duration
+	// ElectionTimeout: a candidate without a result for this long
+	// (randomized up to twice) starts again [1s].
+	ElectionTimeout time.Duration
+	// LeaderLeaseTimeout: a leader out of contact with a quorum for this
+	// long steps down [500ms]; at most HeartbeatTimeout.
+	LeaderLeaseTimeout time.Duration
+	// CommitTimeout: when no new commands flow, the leader tells followers
+	// the commit index at least this often (randomized up to twice), so
+	// a follower applies a command that long after its commit at worst
+	// [10ms]. Each group sends one small RPC per follower per period.
+	CommitTimeout time.Duration
+	// MaxAppendEntries: the most commands one log write and one
+	// AppendEntries RPC carry; Apply calls queue in a channel of this size,
+	// so concurrent Applies share one log write (one fdatasync) [256].
+	MaxAppendEntries int
+	// SnapshotInterval: how often (randomized up to twice) the group checks
+	// whether to snapshot [2m].
+	SnapshotInterval time.Duration
+	// SnapshotThreshold: the log entries since the last snapshot that make
+	// the next check take one [8192].
+	SnapshotThreshold uint64
+	// TrailingLogs: entries kept after a snapshot, so a follower that
+	// fell behind by fewer catches up from the log, not a snapshot [10240].
+	TrailingLogs uint64
+}
+
+func (t Timing) withDefaults() Timing {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	set(&t.HeartbeatTimeout, time.Second)
+	set(&t.ElectionTimeout, time.Second)
+	set(&t.LeaderLeaseTimeout, 500*time.Millisecond)
+	if t.LeaderLeaseTimeout > t.HeartbeatTimeout {
+		t.LeaderLeaseTimeout = t.HeartbeatTimeout
+	}
+	set(&t.CommitTimeout, 10*time.Millisecond)
+	set(&t.SnapshotInterval, 2*time.Minute)
+	if t.MaxAppendEntries <= 0 {
+		t.MaxAppendEntries = 256
+	}
+	if t.SnapshotThreshold == 0 {
+		t.SnapshotThreshold = 8192
+	}
+	if t.TrailingLogs == 0 {
+		t.TrailingLogs = 10240
+	}
+	return t
+}
+
+// Group is one Raft group opened on this node.
+type Group struct {
+	id     string
+	node   string
+	raft   *raft.Raft
+	log    *slog.Logger
+	obsCh  chan raft.Observation
+	obs    *raft.Observer
+	done   chan struct{}
+	wg     sync.WaitGroup
+	fresh  bool
+	closed sync.Once
+
+	leaderMu      sync.Mutex
+	leaderChanged chan struct{} // closed and replaced at each leader change
+}
+
+// Open opens the group: raft on the node's log store and the group's
+// transport, its snapshots in cfg.SnapshotDir. With cfg.Bootstrap and no
+// state, the group becomes a one-member cluster of this node.
+func Open(cfg Config) (*Group, error) {
+	if cfg.ID == "" || cfg.Node == "" || cfg.Network == nil || cfg.Stores == nil || cfg.FSM == nil || cfg.SnapshotDir == "" {
+		return nil, errors.New("raftgroup: Config needs ID, Node, Network, Stores, SnapshotDir and FSM")
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	logger = logger.With("group", cfg.ID)
+	hl := newHCLogger(logger, "raft")
+	t := cfg.Timing.withDefaults()
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.Node)
+	rc.HeartbeatTimeout = t.HeartbeatTimeout
+	rc.ElectionTimeout = t.ElectionTimeout
+	rc.LeaderLeaseTimeout = t.LeaderLeaseTimeout
+	rc.CommitTimeout = t.CommitTimeout
+	rc.MaxAppendEntries = t.MaxAppendEntries
+	rc.BatchApplyCh = true
+	rc.SnapshotInterval = t.SnapshotInterval
+	rc.SnapshotThreshold = t.SnapshotThreshold
+	rc.TrailingLogs = t.TrailingLogs
+	rc.Logger = hl
+	rc.NoLegacyTelemetry = true
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("raftgroup %s: %w", cfg.ID, err)
+	}
+
+	store := cfg.Stores.Group(cfg.ID)
+	logs, err := raft.NewLogCache(t.MaxAppendEntries*2, store)
+	if err != nil {
+		return nil, fmt.Errorf("raftgroup %s: log cache: %w", cfg.ID, err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.SnapshotDir, 2, hl.Named("snapshot"))
+	if err != nil {
+		return nil, fmt.Errorf("raftgroup %s: snapshot store: %w", cfg.ID, err)
+	}
+	had, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("raftgroup %s: read state: %w", cfg.ID, err)
+	}
+	trans := cfg.Network.Group(cfg.ID)
+	r, err := raft.NewRaft(rc, cfg.FSM, logs, store, snaps, trans)
+	if err != nil {
+		_ = trans.Close()
+		return nil, fmt.Errorf("raftgroup %s: %w", cfg.ID, err)
+	}
+	g := &Group{
+		id:            cfg.ID,
+		node:          cfg.Node,
+		raft:          r,
+		log:           logger,
+		obsCh:         make(chan raft.Observation, 16),
+		done:          make(chan struct{}),
+		fresh:         !had,
+		leaderChanged: make(chan struct{}),
+	}
+	g.obs = raft.NewObserver(g.obsCh, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.LeaderObservation, raft.RaftState:
+			return true
+		}
+		return false
+	})
+	r.RegisterObserver(g.obs)
+	g.wg.Add(1)
+	go g.watchLeader()
+
+	if cfg.Bootstrap && !had {
+		if err := g.Bootstrap(context.Background()); err != nil {
+			_ = g.Close()
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+// Bootstrap makes a Fresh group a one-member cluster of this node (it
+// elects itself within an election timeout); others join with AddVoter.
+// ErrNotFresh when the group had state at Open, or was bootstrapped.
+func (g *Group) Bootstrap(ctx context.Context) error {
+	if !g.fresh {
+		return fmt.Errorf("raftgroup %s: bootstrap: %w", g.id, ErrNotFresh)
+	}
+	err := g.wait(ctx, func() raft.Future {
+		return g.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter, ID: raft.ServerID(g.node), Address: raft.ServerAddress(g.node),
+		}}})
+	})
+	if errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("raftgroup %s: bootstrap: %w", g.id, ErrNotFresh)
+	}
+	if err != nil {
+		return fmt.Errorf("raftgroup %s: bootstrap: %w", g.id, err)
+	}
+	return nil
+}
+
+// watchLeader wakes WaitLeader callers at each leader or state change.
+func (g *Group) watchLeader() {
+	defer g.wg.Done()
+	for {
+		select {
+		case <-g.obsCh:
+			g.leaderMu.Lock()
+			close(g.leaderChanged)
+			g.leaderChanged = make(chan struct{})
+			g.leaderMu.Unlock()
+		case <-g.done:
+			return
+		}
+	}
+}
+
+func (g *Group) leaderChange() <-chan struct{} {
+	g.leaderMu.Lock()
+	defer g.leaderMu.Unlock()
+	return g.leaderChanged
+}
+
+// ID is the group's id.
+func (g *Group) ID() string { return g.id }
+
+// Node is this node's name.
+func (g *Group) Node() string { return g.node }
+
+// Fresh reports whether the group had no state (no log, term or snapshot)
+// when it was opened; it stays so after Bootstrap.
+func (g *Group) Fresh() bool { return g.fresh }
+
+// Leader is the current leader's node name, "" when none is known.
+func (g *Group) Leader() string {
+	addr, _ := g.raft.LeaderWithID()
+	return string(addr)
+}
+
+// IsLeader reports whether this node leads the group.
+func (g *Group) IsLeader() bool { return g.raft.State() == raft.Leader }
+
+// WaitLeader returns the leader's node name once one is known, or ctx's
+// error, or ErrClosed.
+func (g *Group) WaitLeader(ctx context.Context) (string, error) {
+	// The observer drops an observation when its channel is full; the
+	// ticker bounds how long a dropped one could delay us.
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		changed := g.leaderChange()
+		if l := g.Leader(); l != "" {
+			return l, nil
+		}
+		if g.raft.State() == raft.Shutdown {
+			return "", ErrClosed
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+		case <-g.done:
+			return "", ErrClosed
+		case <-ctx.Done():
+			return "", fmt.Errorf("raftgroup %s: wait for a leader: %w", g.id, ctx.Err())
+		}
+	}
+}
+
+// Apply appends cmd on the leader and returns, once this node's FSM applied
+// it, the FSM's response and the entry's index. ErrNotLeader: not applied,
+// send it to the leader. When ctx ends first the command may still be
+// applied later.
+func (g *Group) Apply(ctx context.Context, cmd []byte) (any, uint64, error) {
+	var f raft.ApplyFuture
+	if err := g.wait(ctx, func() raft.Future {
+		f = g.raft.Apply(cmd, timeoutOf(ctx))
+		return f
+	}); err != nil {
+		return nil, 0, err
+	}
+	return f.Response(), f.Index(), nil
+}
+
+// Barrier returns once every entry committed before it has been applied to
+// this (leader) node's FSM.
+func (g *Group) Barrier(ctx context.Context) error {
+	return g.wait(ctx, func() raft.Future { return g.raft.Barrier(timeoutOf(ctx)) })
+}
+
+// Snapshot takes a snapshot now (and compacts the log up to TrailingLogs).
+func (g *Group) Snapshot(ctx context.Context) error {
+	return g.wait(ctx, func() raft.Future { return g.raft.Snapshot() })
+}
+
+// AppliedIndex is the index of the last entry raft handed to the FSM.
+func (g *Group) AppliedIndex() uint64 { return g.raft.AppliedIndex() }
+
+// Stats is raft's own view of the group (state, term, indexes...), for
+// diagnostics.
+func (g *Group) Stats() map[string]string { return g.raft.Stats() }
+
+// Close shuts raft down (and the group's transport with it); the log and
+// snapshots stay for the next Open. Safe to call more than once.
+func (g *Group) Close() error {
+	var err error
+	g.closed.Do(func() {
+		err = g.raft.Shutdown().Error()
+		g.raft.DeregisterObserver(g.obs)
+		close(g.done)
+		g.wg.Wait()
+		if err != nil {
+			err = fmt.Errorf("raftgroup %s: shutdown: %w", g.id, err)
+		}
+	})
+	return err
+}
+
+// wait starts a raft operation and waits for its future or ctx. A future
+// cannot be abandoned in raft, so when ctx ends first the operation goes on
+// and its outcome is dropped.
+func (g *Group) wait(ctx context.Context, start func() raft.Future) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f := start()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return g.mapErr(err)
+	case <-ctx.Done():
+		return fmt.Errorf("raftgroup %s: %w", g.id, ctx.Err())
+	}
+}
+
+func (g *Group) mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrNotVoter),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return fmt.Errorf("raftgroup %s: %w (leader %q)", g.id, ErrNotLeader, g.Leader())
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return fmt.Errorf("raftgroup %s: %w", g.id, ErrLeadershipLost)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return fmt.Errorf("raftgroup %s: %w", g.id, ErrClosed)
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return fmt.Errorf("raftgroup %s: %w", g.id, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("raftgroup %s: %w", g.id, err)
+}
+
+// timeoutOf is how long raft may take to enqueue an operation: until ctx's
+// deadline, or without a bound (0) when ctx has none.
+func timeoutOf(ctx context.Context) time.Duration {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	if d := time.Until(dl); d > 0 {
+		return d
+	}
+	return time.Nanosecond
+}

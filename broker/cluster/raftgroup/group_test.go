@@ -1,0 +1,213 @@
+package raftgroup
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/warrenmq/warren/broker/brokertest/eventually"
+	"github.com/warrenmq/warren/broker/cluster/logstore"
+	"github.com/warrenmq/warren/broker/cluster/transport"
+)
+
+func TestOneMemberAppliesAndRestartsWithItsLog(t *testing.T) {
+	dir := t.TempDir()
+	open := func(stores logstore.GroupStores, bootstrap bool) (*Group, *listFSM) {
+		fsm := &listFSM{}
+		g, err := Open(Config{ID: "g", Node: "n1", Network: transport.NewInmemHub().Network("n1"),
+			Stores: stores, SnapshotDir: dir, FSM: fsm, Timing: fastTiming, Bootstrap: bootstrap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g, fsm
+	}
+	stores, err := logstore.Open(context.Background(), t.TempDir(), logstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stores.Close()
+
+	g, fsm := open(stores, true)
+	if !g.Fresh() {
+		t.Fatal("a group on an empty store is not Fresh")
+	}
+	if l := waitLeader(t, g); l != "n1" {
+		t.Fatalf("leader %q, want n1", l)
+	}
+	for i := 1; i <= 3; i++ {
+		res, index, err := g.Apply(ctxT(t), []byte("c"+strconv.Itoa(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res != i || index == 0 {
+			t.Fatalf("apply %d: response %v index %d", i, res, index)
+		}
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := fsm.list(); !slices.Equal(got, []string{"c1", "c2", "c3"}) {
+		t.Fatalf("applied %v", got)
+	}
+
+	// Reopened without Bootstrap: the log elects the node again and
+	// replays the commands into a new FSM.
+	g, fsm = open(stores, false)
+	defer g.Close()
+	if g.Fresh() {
+		t.Fatal("a group with a log is Fresh")
+	}
+	if err := g.Bootstrap(ctxT(t)); !errors.Is(err, ErrNotFresh) {
+		t.Fatalf("bootstrap of a group with state: %v, want ErrNotFresh", err)
+	}
+	waitLeader(t, g)
+	if err := g.Barrier(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := fsm.list(); !slices.Equal(got, []string{"c1", "c2", "c3"}) {
+		t.Fatalf("after restart applied %v", got)
+	}
+}
+
+func TestThreeMembersReplicateTransferAndRemove(t *testing.T) {
+	c := newCluster(t, 3)
+	l := c.leader()
+	if _, _, err := l.g.Apply(ctxT(t), []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range c.nodes {
+		eventually.True(t, 5*time.Second, nd.name+" applies", func() bool { return slices.Equal(nd.fsm.list(), []string{"a"}) })
+		if got := nd.g.Leader(); got != l.name {
+			t.Fatalf("%s sees leader %q, want %q", nd.name, got, l.name)
+		}
+	}
+	servers, err := l.g.Configuration(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Server{{"n1", true}, {"n2", true}, {"n3", true}}
+	if !slices.Equal(servers, want) {
+		t.Fatalf("configuration %v, want %v", servers, want)
+	}
+
+	follower := c.nodes[1]
+	if follower == l {
+		follower = c.nodes[2]
+	}
+	if _, _, err := follower.g.Apply(ctxT(t), []byte("x")); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("apply on a follower: %v, want ErrNotLeader", err)
+	}
+
+	if err := l.g.TransferLeadership(ctxT(t), follower.name); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range c.nodes {
+		eventually.True(t, 5*time.Second, nd.name+" sees the new leader", func() bool { return nd.g.Leader() == follower.name })
+	}
+
+	if err := follower.g.RemoveServer(ctxT(t), l.name); err != nil {
+		t.Fatal(err)
+	}
+	servers, err = follower.g.Configuration(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(servers) != 2 || slices.Contains(servers, Server{l.name, true}) {
+		t.Fatalf("configuration after removing %s: %v", l.name, servers)
+	}
+	// The removed node gets no more entries; the other two go on.
+	if _, _, err := follower.g.Apply(ctxT(t), []byte("z")); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range c.nodes {
+		if nd != l {
+			eventually.True(t, 5*time.Second, nd.name+" applies z", func() bool { return slices.Contains(nd.fsm.list(), "z") })
+		}
+	}
+	if slices.Contains(l.fsm.list(), "z") {
+		t.Fatalf("the removed %s applied an entry after its removal", l.name)
+	}
+}
+
+// Concurrent Applies share log writes: raft takes what queued in its
+// apply channel (BatchApplyCh) into one StoreLogs, one fdatasync.
+func TestConcurrentAppliesShareLogWrites(t *testing.T) {
+	var writes atomic.Int64
+	fsm := &listFSM{}
+	g, err := Open(Config{ID: "g", Node: "n1", Network: transport.NewInmemHub().Network("n1"),
+		Stores: countingStores{logstore.NewInmem(), &writes}, SnapshotDir: t.TempDir(), FSM: fsm,
+		Timing: fastTiming, Bootstrap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	waitLeader(t, g)
+	before := writes.Load()
+	const n = 512
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if _, _, err := g.Apply(ctxT(t), []byte(strconv.Itoa(i))); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := len(fsm.list()); got != n {
+		t.Fatalf("applied %d commands, want %d", got, n)
+	}
+	w := writes.Load() - before
+	t.Logf("%d applies in %d log writes", n, w)
+	if w >= n/2 {
+		t.Fatalf("%d concurrent applies took %d log writes: not batched", n, w)
+	}
+}
+
+func TestWaitLeaderHonoursContextAndClose(t *testing.T) {
+	g, err := Open(Config{ID: "g", Node: "n1", Network: transport.NewInmemHub().Network("n1"),
+		Stores: logstore.NewInmem(), SnapshotDir: t.TempDir(), FSM: &listFSM{}, Timing: fastTiming})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not bootstrapped, no peers: no leader ever.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := g.WaitLeader(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitLeader without a cluster: %v, want DeadlineExceeded", err)
+	}
+	if _, _, err := g.Apply(ctxT(t), []byte("x")); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("apply without a leader: %v, want ErrNotLeader", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.WaitLeader(context.Background())
+		done <- err
+	}()
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("WaitLeader across Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitLeader still waiting 5s after Close")
+	}
+}
+
+func TestOpenRefusesAnIncompleteConfig(t *testing.T) {
+	if _, err := Open(Config{ID: "g", Node: "n1"}); err == nil {
+		t.Fatal("Open without a Network, stores or FSM succeeded")
+	}
+}

@@ -10,7 +10,7 @@ DATA_DIR ?= ./data
 FUZZTIME ?= 150000x
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build run test test-go prometheus test-fuzz test-interop test-security test-java-stream e2e lint generate bench bench-streams clean images manifests chart-crds docs-crd controller-gen controller-gen-path helm helm-path envtest
+.PHONY: all build run test test-go prometheus test-fuzz test-interop test-security test-faults test-java-stream e2e lint generate bench bench-streams clean images manifests chart-crds docs-crd controller-gen controller-gen-path helm helm-path envtest
 
 all: build
 
@@ -57,6 +57,13 @@ test-interop:
 ## that never read, the HTTP API's authorization walk, client-chosen path names, a full disk
 test-security:
 	$(GO) test -count=1 -timeout 10m -run '^TestProbe' ./broker/...
+
+## test-faults: the fault harness of real processes (e2e/faults, build tag faults; not part of make test):
+## warren nodes in network namespaces on a bridge, killed, paused, partitioned, delayed, then the invariants
+## checked; needs root and Linux (installs iproute2 and iptables from Debian when missing); about 30 s
+test-faults:
+	./hack/install-fault-tools.sh
+	WARREN_FAULTS_STRICT=1 $(GO) test -tags faults -count=1 -timeout 10m -v ./e2e/faults/
 
 ## test-java-stream: drive a fresh broker with the official Java stream client (needs java and mvn)
 test-java-stream:

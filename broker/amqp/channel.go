@@ -420,7 +420,7 @@ func (ch *channel) queueBind(ctx context.Context, qname, exchange, key string, a
 	if err := ch.access(meta.Read, "exchange", exchange); err != nil {
 		return err
 	}
-	if _, err := ch.c.vh.Queue(qname, ch.c.id); err != nil {
+	if _, err := ch.c.vh.QueueRecord(qname, ch.c.id); err != nil {
 		return fromErr(err)
 	}
 	b := routing.Binding{Source: exchange, Destination: qname, Key: key, Args: args}

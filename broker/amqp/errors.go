@@ -71,6 +71,7 @@ func fromErr(err error) *Error {
 			vhost.ErrAccessRefused:  wire.AccessRefused,
 			vhost.ErrNotAllowed:     wire.NotAllowed,
 			vhost.ErrCommandInvalid: wire.CommandInvalid,
+			vhost.ErrRemote:         wire.NotImplemented,
 		}[ve.Kind]
 		if code == 0 {
 			code = wire.InternalError

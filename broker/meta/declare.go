@@ -77,9 +77,9 @@ func CheckQueueEquivalent(have, want Queue) error {
 	return nil
 }
 
-// lockedFor reports whether the queue is exclusive to a connection other
+// LockedFor reports whether the queue is exclusive to a connection other
 // than owner (nil: no connection, e.g. the HTTP API).
-func (q Queue) lockedFor(owner *QueueOwner) bool {
+func (q Queue) LockedFor(owner *QueueOwner) bool {
 	if !q.Exclusive || q.Owner == nil {
 		return false
 	}
@@ -173,7 +173,7 @@ func (s *State) validateDeclareQueue(q *Queue) error {
 	if !ok {
 		return nil
 	}
-	if have.lockedFor(q.Owner) {
+	if have.LockedFor(q.Owner) {
 		return &Error{Kind: ErrLocked, Text: LockedQueueText(q.Vhost, q.Name)}
 	}
 	return CheckQueueEquivalent(have, *q)

@@ -324,8 +324,13 @@ func (s *State) Apply(c Command) Event {
 		if s.declareExists(c) {
 			return Event{}
 		}
-		s.Queues[key2(c.Queue.Vhost, c.Queue.Name)] = *c.Queue
-		return Event{Kind: QueuePut, Vhost: c.Queue.Vhost, Name: c.Queue.Name, Cmd: c}
+		q := *c.Queue
+		if !q.Exclusive {
+			q.Owner = nil // the declaring connection matters only to an exclusive queue
+		}
+		s.Queues[key2(q.Vhost, q.Name)] = q
+		c.Queue = &q
+		return Event{Kind: QueuePut, Vhost: q.Vhost, Name: q.Name, Cmd: c}
 	case OpDeleteQueue:
 		delete(s.Queues, key2(c.VhostName, c.Name))
 		s.dropBindings(c.VhostName, func(b Binding) bool { return b.DestinationType == "queue" && b.Destination == c.Name })

@@ -232,6 +232,12 @@ func (t *Table) Exchange(name string) (Exchange, bool) {
 	return e.x, true
 }
 
+// HasBindingsFrom reports whether the exchange is the source of a binding.
+func (t *Table) HasBindingsFrom(name string) bool {
+	e, ok := t.snap.Load().exchanges[name]
+	return ok && len(e.bindings) > 0
+}
+
 // Exchanges lists every exchange, sorted by name.
 func (t *Table) Exchanges() []Exchange {
 	s := t.snap.Load()

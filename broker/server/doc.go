@@ -8,10 +8,17 @@
 // naming the holder; the kernel drops the lock when the process exits,
 // kill -9 included. Shutdown releases it last.
 //
-// Startup order: lock, meta, the data directory's layout migration
+// Startup order: lock, meta, the transient queues (and, one node being the
+// whole cluster, exchanges) a crash or kill left in meta dropped
+// (vhost.DropTransient), the data directory's layout migration
 // (store.MigrateLayout, from the durable queues meta lists), vhosts (queues
 // recover their messages), then listeners, so no client sees a
-// half-recovered node. Shutdown runs in reverse: stop
+// half-recovered node.
+//
+// The node follows the metadata: onMetaEvent starts a vhost when it is
+// put and stops it (files removed) when it is deleted, before the write
+// returns; each vhost follows its own exchanges, queues and bindings.
+// Policy changes convert queue storage in the background (Shutdown waits). Shutdown runs in reverse: stop
 // accepting, close client connections (in-flight publishes finish), close
 // vhosts (queues flush and fsync, recording a clean shutdown), close meta.
 //

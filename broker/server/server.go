@@ -103,6 +103,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 	if r := m.OpenRepair(); r.Dropped > 0 {
 		log.Warn("metadata log: cut a torn or corrupt tail at start (the writes in it had not been acknowledged, or the file was damaged)", "file", r.File, "offset", r.Offset, "bytes_dropped", r.Dropped)
 	}
+	// One node is the whole cluster: its restart is the cluster's, so the
+	// transient exchanges go too.
+	if err := vhost.DropTransient(ctx, m, cfg.Cluster.NodeName, true); err != nil {
+		_ = m.Close()
+		lock.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	if err := store.MigrateLayout(ctx, cfg.DataDir, durableQueues(m), log); err != nil {
 		_ = m.Close()
 		lock.Close()
@@ -200,7 +207,9 @@ func durableQueues(m meta.Store) []store.VhostQueues {
 	for _, v := range m.Vhosts() {
 		vq := store.VhostQueues{Vhost: v.Name}
 		for _, q := range m.Queues(v.Name) {
-			vq.Queues = append(vq.Queues, q.Name)
+			if q.Durable && !q.Exclusive {
+				vq.Queues = append(vq.Queues, q.Name)
+			}
 		}
 		out = append(out, vq)
 	}
@@ -220,6 +229,7 @@ func (b *Broker) startVhost(ctx context.Context, mv meta.Vhost) error {
 	}
 	v, err := vhost.Open(ctx, vhost.Config{
 		Name:         mv.Name,
+		Node:         b.cfg.Cluster.NodeName,
 		Dir:          b.vhostDir(mv.Name),
 		Meta:         b.meta,
 		Defaults:     b.cfg.Storage,
@@ -253,6 +263,10 @@ func (b *Broker) stopVhost(ctx context.Context, name string, removeFiles bool) {
 	}
 }
 
+// onMetaEvent applies the node-level metadata changes (vhosts, policies);
+// each vhost follows its own exchanges, queues and bindings. It runs while
+// the store applies the change, before the write returns: it must not
+// write metadata.
 func (b *Broker) onMetaEvent(e meta.Event) {
 	ctx := context.Background()
 	switch e.Kind {
@@ -263,8 +277,11 @@ func (b *Broker) onMetaEvent(e meta.Event) {
 			}
 		}
 	case meta.VhostDeleted:
+		// Stopped before the delete returns, as every metadata change is
+		// applied before its write returns (a vhost made again under the
+		// same name starts afresh).
 		b.Stream.CloseVhost(e.Name, "vhost deleted")
-		b.background(func() { b.stopVhost(ctx, e.Name, true) })
+		b.stopVhost(ctx, e.Name, true)
 	case meta.PolicyPut, meta.PolicyDeleted:
 		b.mu.RLock()
 		v := b.vhosts[e.Vhost]

@@ -1,6 +1,7 @@
 package vhost
 
 import (
+	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/queue"
 	"github.com/warrenmq/warren/broker/routing"
 )
@@ -12,7 +13,9 @@ import (
 // anything.
 func CheckQueueDecl(vhost, defaultType string, have *queue.Info, d QueueDecl) error {
 	if have != nil {
-		return equivalentQueue(vhost, *have, d)
+		h := meta.Queue{Vhost: vhost, Name: have.Name, Durable: have.Durable, AutoDelete: have.AutoDelete, Exclusive: have.Exclusive, Arguments: have.Args}
+		w := meta.Queue{Vhost: vhost, Name: d.Name, Durable: d.Durable, AutoDelete: d.AutoDelete, Exclusive: d.Exclusive, Arguments: d.Args}
+		return fromMeta(meta.CheckQueueEquivalent(h, w), "check queue '%s'", d.Name)
 	}
 	if reservedName(d.Name) {
 		return errorf(ErrAccessRefused, "queue name '%s' contains reserved prefix 'amq.*'", d.Name)
@@ -25,12 +28,10 @@ func CheckQueueDecl(vhost, defaultType string, have *queue.Info, d QueueDecl) er
 	if qtype == "" {
 		qtype = defaultType
 	}
-	switch qtype {
-	case "", "classic", "stream":
-	default: // as openQueue refuses it
-		return errorf(ErrPrecondition, "queue type '%s' is not supported by this node yet", qtype)
+	if qtype == "" {
+		qtype = "classic"
 	}
-	return nil
+	return DefaultQueueTypes().check(qtype, args)
 }
 
 // CheckExchangeDecl reports the error DeclareExchange would return for d
@@ -53,9 +54,11 @@ func CheckExchangeDecl(vhost string, routes *routing.Table, d ExchangeDecl) erro
 	if !exists && hasAE && !isString {
 		return errorf(ErrPrecondition, "invalid type '%T' for arg 'alternate-exchange' in exchange '%s' in vhost '%s'", a, d.Name, vhost)
 	}
-	existing, _, err := routes.DeclareExchange(routing.Exchange{Name: d.Name, Kind: kind, Durable: d.Durable, AutoDelete: d.AutoDelete, Internal: d.Internal, Args: d.Args, AlternateExchange: ae})
-	if err != nil {
-		return errorf(ErrPrecondition, "inequivalent arg for exchange '%s' in vhost '%s': %s (current type '%s', durable %v)", d.Name, vhost, err, existing.Kind, existing.Durable)
+	if exists {
+		have, _ := routes.Exchange(d.Name)
+		want := meta.Exchange{Vhost: vhost, Name: d.Name, Type: kind.String(), Durable: d.Durable, AutoDelete: d.AutoDelete, Internal: d.Internal, Arguments: d.Args}
+		return fromMeta(meta.CheckExchangeEquivalent(exchangeToMeta(vhost, have), want), "check exchange '%s'", d.Name)
 	}
+	_, _, _ = routes.DeclareExchange(routing.Exchange{Name: d.Name, Kind: kind, Durable: d.Durable, AutoDelete: d.AutoDelete, Internal: d.Internal, Args: d.Args, AlternateExchange: ae})
 	return nil
 }

@@ -1,23 +1,53 @@
 // Package vhost is the runtime of one virtual host: its exchanges and
 // bindings (a routing.Table), its queues, its storage (a store.VhostStore) and
 // its effective storage settings. Protocol servers (AMQP, stream) and the HTTP
-// API act on a vhost through this package; durable definitions are written to
-// the meta store before they take effect, so a restart recovers them.
+// API act on a vhost through this package.
+//
+// A projection of the metadata. Every exchange, queue and binding, durable
+// or not, is a meta record; a vhost changes its routing table and its set
+// of queues only in onEvent (the meta store's subscriber, filtered to this
+// vhost) and in recover at Open. Declare, delete, bind and unbind check
+// what they can against the vhost, then write the metadata and return once
+// the store has applied the write and this node's handler has seen its
+// event (meta.Store's contract): the caller then finds the queue open, the
+// binding in the routing table, the deleted queue's files gone. A change
+// another node writes arrives the same way. A queue or exchange declare is
+// arbitrated by the state machine (meta.Store.DeclareQueue and
+// DeclareExchange): of concurrent declares of one name with different
+// arguments one creates, the others get PRECONDITION_FAILED with
+// RabbitMQ's text; a redeclare of a queue the vhost has is checked here
+// with the same function (meta.CheckQueueEquivalent) and writes nothing.
+//
+// Placement: a queue record names the node that holds it (Config.Node). The
+// vhost opens only its own node's queues, with the opener its type
+// registers in QueueTypes (x-queue-type: classic, stream; quorum refused
+// until it exists); a queue of another node is known to routing and kept as
+// a record, and where it would be used here (Queue, Route, a passive
+// declare, delete with conditions) the answer is ErrRemote naming the node.
+// DropTransient, at node start, deletes the non-durable and exclusive queues
+// a crash left in the metadata on this node.
 //
 // Errors wrap the package's sentinel errors (ErrNotFound, ErrPrecondition,
-// ErrResourceLocked, ErrAccessRefused, ErrNotAllowed) with RabbitMQ's wording,
-// e.g. "no queue 'q' in vhost '/'", so each protocol maps them to its codes.
+// ErrResourceLocked, ErrAccessRefused, ErrNotAllowed, ErrRemote) with
+// RabbitMQ's wording, e.g. "no queue 'q' in vhost '/'", so each protocol maps
+// them to its codes; metadata refusals (*meta.Error) map through fromMeta.
 //
 // Authorization is the protocols' (they know the user), but what only a
-// new queue or exchange needs is checked at the moment of creation:
-// QueueDecl.Authorize and ExchangeDecl.Authorize run under Vhost.mu, once
-// the vhost knows the queue or exchange does not exist, so a concurrent
-// declare cannot slip one past the check. They may read the meta store
-// (the order Vhost.mu, then meta's lock, is the one PutQueue already
-// takes) and must not call into the vhost.
+// new queue or exchange needs is checked before it is recorded:
+// QueueDecl.Authorize and ExchangeDecl.Authorize run, under no vhost lock,
+// when the vhost does not have the name. A declare that races another of
+// the same name may be authorized and then find the queue made; none
+// creates one unauthorized.
 //
-// Lock order: Vhost.mu, then a queue's own locks (never the reverse: queues
-// call back into the vhost only through Host methods that do not block).
+// Lock order: meta's apply lock (held while subscribers run), then
+// Vhost.projMu (the handler and recover, one at a time), then Vhost.mu
+// (the queue map, taken briefly), then a queue's own locks. A queue is
+// opened and deleted under projMu, not under mu. A writer (declare, delete,
+// bind, unbind, ConnectionClosed, an expired queue's delete) holds no vhost
+// lock while it writes the metadata: the handler it waits for takes them.
+// The handler never writes metadata. Queues call back into the vhost only
+// through Host methods that do not block (Expired deletes on its own
+// goroutine).
 //
 // Lock chains that cross packages are in one list: LOCKS.md at the repository root.
 package vhost

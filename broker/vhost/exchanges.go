@@ -2,7 +2,6 @@ package vhost
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/warrenmq/warren/broker/meta"
@@ -19,14 +18,17 @@ type ExchangeDecl struct {
 	AutoDelete bool
 	Internal   bool
 	Args       map[string]any
-	// Authorize, when set, is called under the vhost's lock before a new
-	// exchange is created (never for one that exists), with its
+	// Authorize, when set, is called before a new exchange is recorded
+	// (never for one that exists), under no vhost lock, with its
 	// alternate-exchange argument ("" if none); an error refuses the
 	// declare and is returned as is.
 	Authorize func(alternate string) error
 }
 
-// DeclareExchange creates an exchange or checks an existing one is equivalent.
+// DeclareExchange creates an exchange or checks an existing one is
+// equivalent. A new exchange is a metadata write (meta.Store.DeclareExchange,
+// arbitrated by the state machine); the routing table gets it from the
+// event before the write returns.
 func (v *Vhost) DeclareExchange(ctx context.Context, d ExchangeDecl) error {
 	if d.Name == "" {
 		return errorf(ErrAccessRefused, "operation not permitted on the default exchange")
@@ -41,36 +43,37 @@ func (v *Vhost) DeclareExchange(ctx context.Context, d ExchangeDecl) error {
 	if err != nil {
 		return errorf(ErrCommandInvalid, "invalid exchange type '%s'", d.Type)
 	}
-	if _, exists := v.routes.Exchange(d.Name); !exists && reservedName(d.Name) {
+	want := meta.Exchange{Vhost: v.cfg.Name, Name: d.Name, Type: kind.String(), Durable: d.Durable, AutoDelete: d.AutoDelete, Internal: d.Internal, Arguments: d.Args}
+	if have, exists := v.routes.Exchange(d.Name); exists {
+		if err := meta.CheckExchangeEquivalent(exchangeToMeta(v.cfg.Name, have), want); err != nil {
+			return fromMeta(err, "declare exchange '%s'", d.Name)
+		}
+		return nil
+	}
+	if reservedName(d.Name) {
 		return errorf(ErrAccessRefused, "exchange name '%s' contains reserved prefix 'amq.*'", d.Name)
 	}
-	ae, _ := d.Args["alternate-exchange"].(string)
-	e := routing.Exchange{Name: d.Name, Kind: kind, Durable: d.Durable, AutoDelete: d.AutoDelete, Internal: d.Internal, Args: d.Args, AlternateExchange: ae}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if _, exists := v.routes.Exchange(d.Name); !exists {
-		if a, ok := d.Args["alternate-exchange"]; ok {
-			if _, isString := a.(string); !isString {
-				return errorf(ErrPrecondition, "invalid type '%T' for arg 'alternate-exchange' in exchange '%s' in vhost '%s'", a, d.Name, v.cfg.Name)
-			}
+	ae := ""
+	if a, ok := d.Args["alternate-exchange"]; ok {
+		s, isString := a.(string)
+		if !isString {
+			return errorf(ErrPrecondition, "invalid type '%T' for arg 'alternate-exchange' in exchange '%s' in vhost '%s'", a, d.Name, v.cfg.Name)
 		}
-		if d.Authorize != nil {
-			if err := d.Authorize(ae); err != nil {
-				return err
-			}
+		ae = s
+	}
+	if d.Authorize != nil {
+		if err := d.Authorize(ae); err != nil {
+			return err
 		}
 	}
-	existing, created, err := v.routes.DeclareExchange(e)
-	if err != nil {
-		return errorf(ErrPrecondition, "inequivalent arg for exchange '%s' in vhost '%s': %s (current type '%s', durable %v)", d.Name, v.cfg.Name, err, existing.Kind, existing.Durable)
-	}
-	if created && d.Durable {
-		if err := v.cfg.Meta.PutExchange(ctx, meta.Exchange{Vhost: v.cfg.Name, Name: d.Name, Type: d.Type, Durable: true, AutoDelete: d.AutoDelete, Internal: d.Internal, Arguments: d.Args}); err != nil {
-			_ = v.routes.DeleteExchange(d.Name, false)
-			return fmt.Errorf("store exchange %q: %w", d.Name, err)
-		}
+	if _, err := v.cfg.Meta.DeclareExchange(ctx, want); err != nil {
+		return fromMeta(err, "declare exchange '%s'", d.Name)
 	}
 	return nil
+}
+
+func exchangeToMeta(vhost string, x routing.Exchange) meta.Exchange {
+	return meta.Exchange{Vhost: vhost, Name: x.Name, Type: x.Kind.String(), Durable: x.Durable, AutoDelete: x.AutoDelete, Internal: x.Internal, Arguments: x.Args}
 }
 
 // Exchange looks an exchange up.
@@ -82,105 +85,71 @@ func (v *Vhost) Exchange(name string) (routing.Exchange, error) {
 	return e, nil
 }
 
-// DeleteExchange deletes an exchange and its bindings.
+// DeleteExchange deletes an exchange and its bindings (a metadata write;
+// the routing table follows the event).
 func (v *Vhost) DeleteExchange(ctx context.Context, name string, ifUnused bool) error {
 	if name == "" || reservedName(name) {
 		return errorf(ErrAccessRefused, "operation not permitted on exchange '%s' in vhost '%s'", name, v.cfg.Name)
 	}
-	v.mu.Lock()
-	e, ok := v.routes.Exchange(name)
-	if !ok {
-		v.mu.Unlock()
+	if _, ok := v.routes.Exchange(name); !ok {
 		return errorf(ErrNotFound, "no exchange '%s' in vhost '%s'", name, v.cfg.Name)
 	}
-	if err := v.routes.DeleteExchange(name, ifUnused); err != nil {
-		v.mu.Unlock()
-		if errors.Is(err, routing.ErrInUse) {
-			return errorf(ErrPrecondition, "exchange '%s' in vhost '%s' in use", name, v.cfg.Name)
-		}
-		return errorf(ErrNotFound, "no exchange '%s' in vhost '%s'", name, v.cfg.Name)
+	if ifUnused && v.routes.HasBindingsFrom(name) {
+		return errorf(ErrPrecondition, "exchange '%s' in vhost '%s' in use", name, v.cfg.Name)
 	}
-	v.mu.Unlock()
-	// The stored exchange's bindings go with it (meta cascades the delete).
-	if e.Durable {
-		if err := v.cfg.Meta.DeleteExchange(ctx, v.cfg.Name, name); err != nil {
-			return fmt.Errorf("delete stored exchange %q: %w", name, err)
-		}
+	if err := v.cfg.Meta.DeleteExchange(ctx, v.cfg.Name, name); err != nil {
+		return fmt.Errorf("delete exchange %q: %w", name, err)
 	}
 	return nil
 }
 
-// Bind adds a binding; source and destination must exist.
+// Bind adds a binding; source and destination must exist. It is a
+// metadata write; the routing table follows the event.
 func (v *Vhost) Bind(ctx context.Context, b routing.Binding) error {
-	durable, err := v.checkBinding(b)
-	if err != nil {
+	if err := v.checkBinding(b); err != nil {
 		return err
 	}
-	if err := v.routes.Bind(b); err != nil {
+	if err := v.cfg.Meta.PutBinding(ctx, bindingToMeta(v.cfg.Name, b)); err != nil {
+		return fromMeta(err, "bind")
+	}
+	return nil
+}
+
+// Unbind removes a binding (an absent one is no error).
+func (v *Vhost) Unbind(ctx context.Context, b routing.Binding) error {
+	if err := v.checkBinding(b); err != nil {
+		return err
+	}
+	if err := v.cfg.Meta.DeleteBinding(ctx, bindingToMeta(v.cfg.Name, b)); err != nil {
+		return fromMeta(err, "unbind")
+	}
+	return nil
+}
+
+// checkBinding validates both ends.
+func (v *Vhost) checkBinding(b routing.Binding) error {
+	if _, ok := v.routes.Exchange(b.Source); !ok {
 		return errorf(ErrNotFound, "no exchange '%s' in vhost '%s'", b.Source, v.cfg.Name)
 	}
-	if durable {
-		if err := v.cfg.Meta.PutBinding(ctx, bindingToMeta(v.cfg.Name, b)); err != nil {
-			return fmt.Errorf("store binding: %w", err)
-		}
-	}
-	return nil
-}
-
-// Unbind removes a binding.
-func (v *Vhost) Unbind(ctx context.Context, b routing.Binding) error {
-	durable, err := v.checkBinding(b)
-	if err != nil {
-		return err
-	}
-	if err := v.routes.Unbind(b); err != nil && !errors.Is(err, routing.ErrNotFound) {
-		return fmt.Errorf("unbind: %w", err)
-	}
-	if durable {
-		if err := v.cfg.Meta.DeleteBinding(ctx, bindingToMeta(v.cfg.Name, b)); err != nil {
-			v.log.Debug("delete stored binding", "err", err)
-		}
-	}
-	return nil
-}
-
-// checkBinding validates both ends and reports whether the binding is durable
-// (both ends durable).
-func (v *Vhost) checkBinding(b routing.Binding) (bool, error) {
-	src, ok := v.routes.Exchange(b.Source)
-	if !ok {
-		return false, errorf(ErrNotFound, "no exchange '%s' in vhost '%s'", b.Source, v.cfg.Name)
-	}
 	if b.Source == "" {
-		return false, errorf(ErrAccessRefused, "operation not permitted on the default exchange")
+		return errorf(ErrAccessRefused, "operation not permitted on the default exchange")
 	}
 	if b.ToExchange {
-		dst, ok := v.routes.Exchange(b.Destination)
-		if !ok {
-			return false, errorf(ErrNotFound, "no exchange '%s' in vhost '%s'", b.Destination, v.cfg.Name)
+		if _, ok := v.routes.Exchange(b.Destination); !ok {
+			return errorf(ErrNotFound, "no exchange '%s' in vhost '%s'", b.Destination, v.cfg.Name)
 		}
-		return src.Durable && dst.Durable, nil
+		return nil
 	}
-	v.mu.RLock()
-	e, ok := v.queues[b.Destination]
-	v.mu.RUnlock()
-	if !ok {
-		return false, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", b.Destination, v.cfg.Name)
+	if e, ok := v.entry(b.Destination); !ok || (e.q == nil && !e.remote) {
+		return errorf(ErrNotFound, "no queue '%s' in vhost '%s'", b.Destination, v.cfg.Name)
 	}
-	info := e.q.Info()
-	return src.Durable && info.Durable && !info.Exclusive, nil
-}
-
-func (v *Vhost) forgetExchanges(ctx context.Context, names []string) {
-	for _, name := range names {
-		if err := v.cfg.Meta.DeleteExchange(ctx, v.cfg.Name, name); err != nil {
-			v.log.Debug("delete stored auto-delete exchange", "exchange", name, "err", err)
-		}
-	}
+	return nil
 }
 
 // Route resolves an exchange and routing key to queues, appending to dst.
 // Routing reads the lock-free snapshot; the queue lookup takes a read lock.
+// When a queue it reaches is held by another node, dst has the local ones
+// and the error is an ErrRemote naming the node.
 func (v *Vhost) Route(exchange, key string, headers map[string]any, dst []queue.Queue) ([]queue.Queue, error) {
 	var namesBuf [8]string
 	names, err := v.routes.Route(exchange, key, headers, namesBuf[:0])
@@ -190,12 +159,20 @@ func (v *Vhost) Route(exchange, key string, headers map[string]any, dst []queue.
 	if len(names) == 0 {
 		return dst, nil
 	}
+	var remote *queueEntry
 	v.mu.RLock()
 	for _, n := range names {
 		if e, ok := v.queues[n]; ok {
-			dst = append(dst, e.q)
+			if e.q != nil {
+				dst = append(dst, e.q)
+			} else if e.remote {
+				remote = e
+			}
 		}
 	}
 	v.mu.RUnlock()
+	if remote != nil {
+		return dst, v.remoteErr(remote)
+	}
 	return dst, nil
 }

@@ -3,9 +3,7 @@ package vhost
 import (
 	"context"
 	"fmt"
-	"reflect"
 
-	"github.com/warrenmq/warren/broker/message"
 	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/queue"
 )
@@ -20,12 +18,14 @@ type QueueDecl struct {
 	Args       map[string]any
 	// Owner is the declaring connection's id (exclusive queues belong to it).
 	Owner uint64
-	// Authorize, when set, is called under the vhost's lock before a new
-	// queue is created (never for one that exists), with its name
+	// Authorize, when set, is called before a new queue is recorded
+	// (never for one the vhost has), under no vhost lock, with its name
 	// (server-generated when the declare named none) and its parsed
 	// arguments; an error refuses the declare and is returned as is. A
 	// protocol checks here what only a new queue needs: configure on a
-	// generated name, write on the dead-letter exchange.
+	// generated name, write on the dead-letter exchange. A declare racing
+	// another of the same name may be authorized and then find the queue
+	// made: it never creates one unauthorized.
 	Authorize func(name string, args queue.Args) error
 }
 
@@ -40,32 +40,20 @@ type QueueDeleteOptions struct {
 }
 
 // DeclareQueue creates a queue or checks an existing one is equivalent.
-// It returns the queue and whether it was created.
+// It returns the queue and whether it was created. A new queue is a
+// metadata write (meta.Store.DeclareQueue, arbitrated by the state machine
+// so concurrent declares of one name agree); the queue is opened by the
+// event handler before the write returns.
 func (v *Vhost) DeclareQueue(ctx context.Context, d QueueDecl) (queue.Queue, bool, error) {
 	serverNamed := d.Name == "" && !d.Passive
 	if serverNamed {
 		d.Name = NewServerName()
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.closed {
+	if v.isClosed() {
 		return nil, false, ErrClosed
 	}
-	if e, ok := v.queues[d.Name]; ok {
-		if e.owner != 0 && e.owner != d.Owner {
-			return nil, false, errorf(ErrResourceLocked, "cannot obtain exclusive access to locked queue '%s' in vhost '%s'. It could be originally declared on another connection or the exclusive property value does not match that of the original declaration.", d.Name, v.cfg.Name)
-		}
-		if d.Passive {
-			return e.q, false, nil
-		}
-		if err := equivalentQueue(v.cfg.Name, e.q.Info(), d); err != nil {
-			return nil, false, err
-		}
-		if t, ok := e.q.(interface{ Touch() }); ok {
-			t.Touch()
-		}
-		v.cfg.Churn.QueuesDeclared.Add(1)
-		return e.q, false, nil
+	if e, ok := v.entry(d.Name); ok {
+		return v.redeclare(e, d)
 	}
 	if d.Passive {
 		return nil, false, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", d.Name, v.cfg.Name)
@@ -77,37 +65,106 @@ func (v *Vhost) DeclareQueue(ctx context.Context, d QueueDecl) (queue.Queue, boo
 	if err != nil {
 		return nil, false, errorf(ErrPrecondition, "%s", trimKind(err))
 	}
+	qtype := args.QueueType
+	if qtype == "" {
+		qtype = v.Settings().DefaultQueueType
+	}
+	if err := v.cfg.QueueTypes.check(qtype, args); err != nil {
+		return nil, false, err
+	}
 	if d.Authorize != nil {
 		if err := d.Authorize(d.Name, args); err != nil {
 			return nil, false, err
 		}
 	}
-	qtype := args.QueueType
-	if qtype == "" {
-		qtype = v.Settings().DefaultQueueType
-	}
-	info := queue.Info{Vhost: v.cfg.Name, Name: d.Name, Type: qtype, Durable: d.Durable, AutoDelete: d.AutoDelete, Exclusive: d.Exclusive, Args: d.Args}
-	if d.Durable && !d.Exclusive {
-		if err := v.cfg.Meta.PutQueue(ctx, meta.Queue{Vhost: v.cfg.Name, Name: d.Name, Type: qtype, Durable: true, AutoDelete: d.AutoDelete, Arguments: d.Args}); err != nil {
-			return nil, false, fmt.Errorf("store queue %q: %w", d.Name, err)
-		}
-	}
-	q, err := v.openQueue(ctx, info, args)
+	rec := v.declRecord(d)
+	rec.Type = qtype
+	created, err := v.cfg.Meta.DeclareQueue(ctx, rec)
 	if err != nil {
-		if d.Durable && !d.Exclusive {
-			_ = v.cfg.Meta.DeleteQueue(ctx, v.cfg.Name, d.Name)
+		return nil, false, fromMeta(err, "declare queue '%s'", d.Name)
+	}
+	e, ok := v.entry(d.Name)
+	if !ok { // deleted again before we looked
+		return nil, false, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", d.Name, v.cfg.Name)
+	}
+	if !created { // another declare made it first, equivalent
+		return v.redeclare(e, d)
+	}
+	if e.openErr != nil {
+		if err := v.cfg.Meta.DeleteQueue(ctx, v.cfg.Name, d.Name); err != nil {
+			v.log.Warn("forget queue that failed to open", "queue", d.Name, "err", err)
 		}
-		return nil, false, err
+		return nil, false, e.openErr
 	}
-	var owner uint64
-	if d.Exclusive {
-		owner = d.Owner
+	if e.remote {
+		return nil, false, v.remoteErr(e)
 	}
-	v.queues[d.Name] = &queueEntry{q: q, owner: owner}
-	v.routes.AddQueue(d.Name)
 	v.cfg.Churn.QueuesDeclared.Add(1)
-	v.cfg.Churn.QueuesCreated.Add(1)
-	return q, true, nil
+	return e.q, true, nil
+}
+
+// declRecord is the metadata record a declare asks for. Owner is the
+// declaring connection on this node (the state machine keeps it only for an
+// exclusive queue, and checks it against an existing exclusive one).
+func (v *Vhost) declRecord(d QueueDecl) meta.Queue {
+	rec := meta.Queue{Vhost: v.cfg.Name, Name: d.Name, Durable: d.Durable, AutoDelete: d.AutoDelete, Exclusive: d.Exclusive, Arguments: d.Args, Node: v.cfg.Node}
+	if d.Owner != 0 {
+		rec.Owner = &meta.QueueOwner{Node: v.cfg.Node, Conn: d.Owner}
+	}
+	return rec
+}
+
+// redeclare answers a declare of a queue the vhost has.
+func (v *Vhost) redeclare(e *queueEntry, d QueueDecl) (queue.Queue, bool, error) {
+	if v.lockedFor(e, d.Owner) {
+		return nil, false, v.lockedErr(d.Name)
+	}
+	if e.q == nil {
+		if e.openErr != nil {
+			return nil, false, e.openErr
+		}
+		return nil, false, v.remoteErr(e)
+	}
+	if d.Passive {
+		return e.q, false, nil
+	}
+	if err := meta.CheckQueueEquivalent(e.rec, v.declRecord(d)); err != nil {
+		return nil, false, fromMeta(err, "declare queue '%s'", d.Name)
+	}
+	if t, ok := e.q.(interface{ Touch() }); ok {
+		t.Touch()
+	}
+	v.cfg.Churn.QueuesDeclared.Add(1)
+	return e.q, false, nil
+}
+
+func (v *Vhost) isClosed() bool {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.closed
+}
+
+func (v *Vhost) entry(name string) (*queueEntry, bool) {
+	v.mu.RLock()
+	e, ok := v.queues[name]
+	v.mu.RUnlock()
+	return e, ok
+}
+
+// lockedFor reports whether the entry is an exclusive queue of a
+// connection other than owner (a connection of this node; 0: none).
+func (v *Vhost) lockedFor(e *queueEntry, owner uint64) bool {
+	return e.rec.LockedFor(&meta.QueueOwner{Node: v.cfg.Node, Conn: owner})
+}
+
+func (v *Vhost) lockedErr(name string) error {
+	return errorf(ErrResourceLocked, "%s", meta.LockedQueueText(v.cfg.Name, name))
+}
+
+// remoteErr is the answer where a queue another node holds would be used
+// here: this node does not forward to other nodes yet.
+func (v *Vhost) remoteErr(e *queueEntry) error {
+	return errorf(ErrRemote, "queue '%s' in vhost '%s' is on node '%s'; this node does not forward to it", e.rec.Name, v.cfg.Name, e.rec.Node)
 }
 
 func trimKind(err error) string {
@@ -120,115 +177,93 @@ func trimKind(err error) string {
 	return s
 }
 
-func equivalentQueue(vhost string, have queue.Info, d QueueDecl) error {
-	ineq := func(arg string, got, cur any) error {
-		return errorf(ErrPrecondition, "inequivalent arg '%s' for queue '%s' in vhost '%s': received '%v' but current is '%v'", arg, d.Name, vhost, got, cur)
-	}
-	if have.Durable != d.Durable {
-		return ineq("durable", d.Durable, have.Durable)
-	}
-	if have.AutoDelete != d.AutoDelete {
-		return ineq("auto_delete", d.AutoDelete, have.AutoDelete)
-	}
-	if have.Exclusive != d.Exclusive {
-		return ineq("exclusive", d.Exclusive, have.Exclusive)
-	}
-	for _, k := range []string{"x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes", "x-overflow", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-single-active-consumer", "x-max-priority", "x-queue-type", "x-max-age", "x-stream-max-segment-size-bytes"} {
-		a, aok := d.Args[k]
-		b, bok := have.Args[k]
-		if k == "x-queue-type" && (!aok || !bok) {
-			continue
-		}
-		if aok != bok || (aok && !sameArg(a, b)) {
-			return ineq(k, a, b)
-		}
-	}
-	return nil
-}
-
-// sameArg compares argument values, treating integer widths as equal.
-func sameArg(a, b any) bool {
-	ai, aok := message.FieldInt(a)
-	bi, bok := message.FieldInt(b)
-	if aok && bok {
-		return ai == bi
-	}
-	return reflect.DeepEqual(a, b)
-}
-
 // Queue looks a queue up. An exclusive queue of another connection is
-// resource-locked; pass owner 0 to skip that check.
+// resource-locked; pass owner 0 to skip that check. A queue another node
+// holds is an ErrRemote.
 func (v *Vhost) Queue(name string, owner uint64) (queue.Queue, error) {
-	v.mu.RLock()
-	e, ok := v.queues[name]
-	v.mu.RUnlock()
-	if !ok {
+	e, ok := v.entry(name)
+	if !ok || (e.q == nil && !e.remote) {
 		return nil, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", name, v.cfg.Name)
 	}
-	if owner != 0 && e.owner != 0 && e.owner != owner {
-		return nil, errorf(ErrResourceLocked, "cannot obtain exclusive access to locked queue '%s' in vhost '%s'. It could be originally declared on another connection or the exclusive property value does not match that of the original declaration.", name, v.cfg.Name)
+	if owner != 0 && v.lockedFor(e, owner) {
+		return nil, v.lockedErr(name)
+	}
+	if e.remote {
+		return nil, v.remoteErr(e)
 	}
 	return e.q, nil
 }
 
-// Queues lists the vhost's queues.
+// QueueRecord is a queue's metadata record, wherever it is held, checked
+// as Queue checks it (not found; locked for owner unless 0). Use it where
+// the queue itself is not needed (a binding).
+func (v *Vhost) QueueRecord(name string, owner uint64) (meta.Queue, error) {
+	e, ok := v.entry(name)
+	if !ok || (e.q == nil && !e.remote) {
+		return meta.Queue{}, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", name, v.cfg.Name)
+	}
+	if owner != 0 && v.lockedFor(e, owner) {
+		return meta.Queue{}, v.lockedErr(name)
+	}
+	return e.rec, nil
+}
+
+// Queues lists the queues this node holds in the vhost.
 func (v *Vhost) Queues() []queue.Queue {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	out := make([]queue.Queue, 0, len(v.queues))
 	for _, e := range v.queues {
-		out = append(out, e.q)
+		if e.q != nil {
+			out = append(out, e.q)
+		}
 	}
 	return out
 }
 
 // DeleteQueue deletes a queue and returns the number of messages it held.
+// The delete is a metadata write; the event handler closes the queue and
+// removes its files before the write returns.
 func (v *Vhost) DeleteQueue(ctx context.Context, name string, o QueueDeleteOptions) (int, error) {
-	v.mu.Lock()
-	e, ok := v.queues[name]
-	if !ok {
-		v.mu.Unlock()
+	if v.isClosed() {
+		return 0, ErrClosed
+	}
+	e, ok := v.entry(name)
+	if !ok || (e.q == nil && !e.remote) {
 		return 0, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", name, v.cfg.Name)
 	}
-	if !o.Force && e.owner != 0 && e.owner != o.Owner {
-		v.mu.Unlock()
-		return 0, errorf(ErrResourceLocked, "cannot obtain exclusive access to locked queue '%s' in vhost '%s'. It could be originally declared on another connection or the exclusive property value does not match that of the original declaration.", name, v.cfg.Name)
+	if !o.Force && v.lockedFor(e, o.Owner) {
+		return 0, v.lockedErr(name)
 	}
-	st := e.q.Stats()
-	if o.IfUnused && st.Consumers > 0 {
-		v.mu.Unlock()
-		return 0, errorf(ErrPrecondition, "queue '%s' in vhost '%s' in use", name, v.cfg.Name)
-	}
-	if o.IfEmpty && st.Ready+st.Unacked > 0 {
-		v.mu.Unlock()
-		return 0, errorf(ErrPrecondition, "queue '%s' in vhost '%s' is not empty", name, v.cfg.Name)
-	}
-	delete(v.queues, name)
-	// The stored queue's bindings go with it (meta cascades the delete).
-	_, autoDeleted := v.routes.RemoveQueue(name)
-	v.mu.Unlock()
-	v.cfg.Churn.QueuesDeleted.Add(1)
-
-	info := e.q.Info()
-	if info.Durable && !info.Exclusive {
-		if err := v.cfg.Meta.DeleteQueue(ctx, v.cfg.Name, name); err != nil {
-			v.log.Warn("delete stored queue", "queue", name, "err", err)
+	if o.IfUnused || o.IfEmpty {
+		if e.remote {
+			return 0, v.remoteErr(e)
+		}
+		st := e.q.Stats()
+		if o.IfUnused && st.Consumers > 0 {
+			return 0, errorf(ErrPrecondition, "queue '%s' in vhost '%s' in use", name, v.cfg.Name)
+		}
+		if o.IfEmpty && st.Ready+st.Unacked > 0 {
+			return 0, errorf(ErrPrecondition, "queue '%s' in vhost '%s' is not empty", name, v.cfg.Name)
 		}
 	}
-	v.forgetExchanges(ctx, autoDeleted)
-	n, err := e.q.Delete(ctx, false, false)
-	if err != nil {
-		return n, fmt.Errorf("delete queue %q: %w", name, err)
+	if err := v.cfg.Meta.DeleteQueue(ctx, v.cfg.Name, name); err != nil {
+		return 0, fmt.Errorf("delete queue %q: %w", name, err)
 	}
-	return n, nil
+	v.mu.RLock()
+	n, err := e.deletedMsgs, e.deleteErr
+	v.mu.RUnlock()
+	return n, err
 }
 
-// ConnectionClosed deletes the exclusive queues owned by a connection.
+// ConnectionClosed deletes the exclusive queues owned by a connection of
+// this node.
 func (v *Vhost) ConnectionClosed(ctx context.Context, owner uint64) {
+	me := meta.QueueOwner{Node: v.cfg.Node, Conn: owner}
 	v.mu.RLock()
 	var names []string
 	for name, e := range v.queues {
-		if e.owner == owner {
+		if e.rec.Exclusive && e.rec.Owner != nil && *e.rec.Owner == me {
 			names = append(names, name)
 		}
 	}

@@ -24,6 +24,11 @@ import (
 // Config is what a vhost runtime needs.
 type Config struct {
 	Name string
+	// Node is this node's name (cluster.node_name): the queues the
+	// metadata places on it are opened here, the others only routed to.
+	Node string
+	// QueueTypes opens queues by x-queue-type; nil is DefaultQueueTypes.
+	QueueTypes QueueTypes
 	// Dir is this vhost's storage directory.
 	Dir  string
 	Meta meta.Store
@@ -59,6 +64,10 @@ type Vhost struct {
 	// this vhost consults (kept equal to settings).
 	readAhead *streamlog.ReadAhead
 
+	// projMu serializes the projection: the event handler and recovery.
+	projMu sync.Mutex
+	unsub  func()
+
 	mu     sync.RWMutex
 	queues map[string]*queueEntry
 	closed bool
@@ -66,19 +75,31 @@ type Vhost struct {
 	convertMu sync.Mutex
 }
 
+// queueEntry is a queue the metadata lists: its record and, when this
+// node holds it, the open queue. Its fields change under Vhost.mu.
 type queueEntry struct {
-	q     queue.Queue
-	owner uint64 // connection id of an exclusive queue's owner, 0 otherwise
+	rec meta.Queue
+	q   queue.Queue // nil: held by another node (remote), or opening failed (openErr)
+	// remote: the record places the queue on another node.
+	remote  bool
+	openErr error
+	// The handler's result of deleting it, read by the DeleteQueue that
+	// wrote the delete.
+	deletedMsgs int
+	deleteErr   error
 }
 
-// Open starts a vhost runtime and recovers its durable exchanges, queues and
-// bindings from the meta store.
+// Open starts a vhost runtime and recovers its exchanges, queues and
+// bindings from the meta store; from then on it follows the store's events.
 func Open(ctx context.Context, cfg Config) (*Vhost, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
 	if cfg.Churn == nil {
 		cfg.Churn = &counters.Churn{}
+	}
+	if cfg.QueueTypes == nil {
+		cfg.QueueTypes = DefaultQueueTypes()
 	}
 	st, err := store.OpenVhost(ctx, store.VhostConfig{Dir: cfg.Dir, Disk: cfg.Disk, Log: cfg.Log.With("vhost", cfg.Name)})
 	if err != nil {
@@ -94,6 +115,10 @@ func Open(ctx context.Context, cfg Config) (*Vhost, error) {
 	mv, _ := cfg.Meta.Vhost(cfg.Name)
 	v.settings.Store(v.effective(mv))
 	v.readAhead = streamlog.NewReadAhead(v.Settings().StreamReadAhead, v.Settings().StreamReadAheadLimit)
+	// Subscribe before reading the state: an event that arrives while
+	// recover runs waits on projMu and is applied after it (each handler
+	// step is idempotent, so one recover already saw is harmless).
+	v.unsub = cfg.Meta.Subscribe(v.onEvent)
 	if err := v.recover(ctx); err != nil {
 		_ = v.Close(ctx)
 		return nil, err
@@ -152,46 +177,6 @@ func (v *Vhost) effective(mv meta.Vhost) *Settings {
 	return s
 }
 
-func (v *Vhost) recover(ctx context.Context) error {
-	for _, e := range v.cfg.Meta.Exchanges(v.cfg.Name) {
-		kind, err := routing.ParseKind(e.Type)
-		if err != nil {
-			v.log.Warn("skipping stored exchange with unknown type", "exchange", e.Name, "type", e.Type)
-			continue
-		}
-		if _, _, err := v.routes.DeclareExchange(exchangeFromMeta(e, kind)); err != nil {
-			return fmt.Errorf("vhost %q: recover exchange %q: %w", v.cfg.Name, e.Name, err)
-		}
-	}
-	for _, mq := range v.cfg.Meta.Queues(v.cfg.Name) {
-		args, err := queue.ParseArgs(mq.Arguments)
-		if err != nil {
-			v.log.Warn("skipping stored queue with invalid arguments", "queue", mq.Name, "err", err)
-			continue
-		}
-		q, err := v.openQueue(ctx, queue.Info{Vhost: v.cfg.Name, Name: mq.Name, Type: mq.Type, Durable: true, AutoDelete: mq.AutoDelete, Args: mq.Arguments}, args)
-		if err != nil {
-			return fmt.Errorf("vhost %q: recover queue %q: %w", v.cfg.Name, mq.Name, err)
-		}
-		v.queues[mq.Name] = &queueEntry{q: q}
-		v.routes.AddQueue(mq.Name)
-	}
-	var bs []routing.Binding
-	for _, b := range v.cfg.Meta.Bindings(v.cfg.Name) {
-		bs = append(bs, bindingFromMeta(b))
-	}
-	if err := v.routes.BindAll(bs); err != nil {
-		// Fall back to one at a time so one bad binding does not drop the rest.
-		for _, b := range bs {
-			if err := v.routes.Bind(b); err != nil {
-				v.log.Warn("skipping stored binding", "source", b.Source, "destination", b.Destination, "err", err)
-			}
-		}
-	}
-	v.store.RecoveryDone()
-	return nil
-}
-
 func exchangeFromMeta(e meta.Exchange, kind routing.Kind) routing.Exchange {
 	ae, _ := e.Arguments["alternate-exchange"].(string)
 	return routing.Exchange{Name: e.Name, Kind: kind, Durable: e.Durable, AutoDelete: e.AutoDelete, Internal: e.Internal, Args: e.Arguments, AlternateExchange: ae}
@@ -216,45 +201,6 @@ func (v *Vhost) storeOptions(args queue.Args) store.Options {
 		ver = args.QueueVersion
 	}
 	return store.Options{Version: ver, EmbedBelow: s.EmbedMessagesBelow}
-}
-
-func (v *Vhost) openQueue(ctx context.Context, info queue.Info, args queue.Args) (queue.Queue, error) {
-	if info.Type == "" {
-		info.Type = "classic"
-	}
-	switch info.Type {
-	case "classic":
-	case "stream":
-		q, err := queue.OpenStream(ctx, queue.StreamConfig{Info: info, Args: args, Dir: v.streamDir(info.Name), ReadAhead: v.readAhead, Disk: v.streamDisk(), Log: v.log})
-		if err != nil {
-			if errors.Is(err, queue.ErrInvalidArgument) {
-				return nil, errorf(ErrPrecondition, "%s", trimKind(err))
-			}
-			return nil, err
-		}
-		return q, nil
-	default:
-		return nil, errorf(ErrPrecondition, "queue type '%s' is not supported by this node yet", info.Type)
-	}
-	opts := v.storeOptions(args)
-	if args.QueueVersion == 0 {
-		if ver := v.policyQueueVersion(info.Name); ver != 0 {
-			opts.Version = ver
-		}
-	}
-	q, err := queue.OpenClassic(ctx, queue.ClassicConfig{
-		Info:           info,
-		Args:           args,
-		Store:          v.store,
-		StoreOptions:   opts,
-		MemoryMessages: v.cfg.Defaults.QueueMemoryMessages,
-		Host:           host{v},
-		Log:            v.log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return q, nil
 }
 
 // streamDir is the directory of a stream's log.
@@ -294,9 +240,14 @@ func (v *Vhost) Close(ctx context.Context) error {
 	v.closed = true
 	qs := make([]queue.Queue, 0, len(v.queues))
 	for _, e := range v.queues {
-		qs = append(qs, e.q)
+		if e.q != nil {
+			qs = append(qs, e.q)
+		}
 	}
 	v.mu.Unlock()
+	if v.unsub != nil {
+		v.unsub()
+	}
 	var errs []error
 	var wg sync.WaitGroup
 	var emu sync.Mutex
@@ -328,8 +279,9 @@ func (h host) DeadLetter(exchange string, msgs []*message.Message) {
 	for _, m := range msgs {
 		var err error
 		dst, err = h.v.Route(exchange, m.RoutingKey, nil, dst[:0])
-		if err != nil {
-			continue
+		if err != nil && errors.Is(err, ErrRemote) {
+			// The local queues still get it; forwarding is not here yet.
+			h.v.log.Warn("dead-letter: a queue it routes to is on another node", "exchange", exchange, "err", err)
 		}
 		for _, q := range dst {
 			q.Publish([]queue.Publish{{Msg: m}})
@@ -338,6 +290,7 @@ func (h host) DeadLetter(exchange string, msgs []*message.Message) {
 }
 
 func (h host) Expired(q queue.Queue) {
+	// The delete is a metadata write: never on the queue's goroutine.
 	go func() {
 		_, err := h.v.DeleteQueue(context.Background(), q.Info().Name, QueueDeleteOptions{Force: true})
 		if err != nil && !errors.Is(err, ErrNotFound) {

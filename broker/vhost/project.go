@@ -1,0 +1,188 @@
+package vhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/queue"
+	"github.com/warrenmq/warren/broker/routing"
+)
+
+// The projection: the vhost's exchanges, bindings and queues change only
+// here, when the metadata says so (recover at Open, then onEvent).
+
+// onEvent applies one metadata event of this vhost. It runs on the
+// writer's goroutine (meta.Local) or the store's apply loop, with the
+// store's apply lock held: it must not write metadata.
+func (v *Vhost) onEvent(e meta.Event) {
+	if e.Vhost != v.cfg.Name {
+		return
+	}
+	v.projMu.Lock()
+	defer v.projMu.Unlock()
+	ctx := context.Background()
+	switch e.Kind {
+	case meta.ExchangePut:
+		if e.Cmd.Exchange != nil {
+			v.exchangePut(*e.Cmd.Exchange)
+		}
+	case meta.ExchangeDeleted:
+		// The routing table cascades as meta did: bindings from and to
+		// it, auto-delete exchanges left without bindings.
+		_, _, _ = v.routes.DeleteExchangeCascade(e.Name, false)
+	case meta.BindingPut:
+		if e.Cmd.Binding != nil {
+			if err := v.routes.Bind(bindingFromMeta(*e.Cmd.Binding)); err != nil {
+				v.log.Warn("metadata binding not applied", "source", e.Cmd.Binding.Source, "destination", e.Cmd.Binding.Destination, "err", err)
+			}
+		}
+	case meta.BindingDeleted:
+		if e.Cmd.Binding != nil {
+			_ = v.routes.Unbind(bindingFromMeta(*e.Cmd.Binding))
+		}
+	case meta.QueuePut:
+		if e.Cmd.Queue != nil {
+			v.queuePut(ctx, *e.Cmd.Queue, true)
+		}
+	case meta.QueueDeleted:
+		v.queueDeleted(ctx, e.Name)
+	}
+}
+
+// recover builds the vhost from the metadata's current state.
+func (v *Vhost) recover(ctx context.Context) error {
+	v.projMu.Lock()
+	defer v.projMu.Unlock()
+	for _, e := range v.cfg.Meta.Exchanges(v.cfg.Name) {
+		v.exchangePut(e)
+	}
+	for _, mq := range v.cfg.Meta.Queues(v.cfg.Name) {
+		if err := v.queuePut(ctx, mq, false); err != nil {
+			return fmt.Errorf("vhost %q: recover queue %q: %w", v.cfg.Name, mq.Name, err)
+		}
+	}
+	var bs []routing.Binding
+	for _, b := range v.cfg.Meta.Bindings(v.cfg.Name) {
+		bs = append(bs, bindingFromMeta(b))
+	}
+	if err := v.routes.BindAll(bs); err != nil {
+		// Fall back to one at a time so one bad binding does not drop the rest.
+		for _, b := range bs {
+			if err := v.routes.Bind(b); err != nil {
+				v.log.Warn("skipping stored binding", "source", b.Source, "destination", b.Destination, "err", err)
+			}
+		}
+	}
+	v.store.RecoveryDone()
+	return nil
+}
+
+func (v *Vhost) exchangePut(e meta.Exchange) {
+	kind, err := routing.ParseKind(e.Type)
+	if err != nil {
+		v.log.Warn("skipping stored exchange with unknown type", "exchange", e.Name, "type", e.Type)
+		return
+	}
+	if _, _, err := v.routes.DeclareExchange(exchangeFromMeta(e, kind)); err != nil {
+		v.log.Warn("metadata exchange not applied", "exchange", e.Name, "err", err)
+	}
+}
+
+// local reports whether rec places the queue on this node (a record
+// without a node predates placement: this node's).
+func (v *Vhost) local(rec meta.Queue) bool { return rec.Node == "" || rec.Node == v.cfg.Node }
+
+// queuePut adds a queue the metadata lists: opened when this node holds
+// it, known to routing either way. A queue already known keeps running
+// with its record updated. During recovery (fresh false) an open error is
+// returned (the vhost does not start); from an event it is kept in the
+// entry, for the declare that wrote the record to report and undo.
+func (v *Vhost) queuePut(ctx context.Context, rec meta.Queue, fresh bool) error {
+	v.mu.Lock()
+	if v.closed {
+		v.mu.Unlock()
+		return nil
+	}
+	if e, ok := v.queues[rec.Name]; ok {
+		e.rec = rec
+		v.mu.Unlock()
+		return nil
+	}
+	v.mu.Unlock()
+	e := &queueEntry{rec: rec, remote: !v.local(rec)}
+	if !e.remote {
+		e.q, e.openErr = v.openRecord(ctx, rec)
+		if e.openErr != nil && !fresh {
+			if errors.Is(e.openErr, ErrPrecondition) {
+				// Arguments this node cannot open (e.g. an unknown type):
+				// keep the rest of the vhost.
+				v.log.Warn("skipping stored queue", "queue", rec.Name, "err", e.openErr)
+				return nil
+			}
+			return e.openErr
+		}
+	}
+	v.mu.Lock()
+	if v.closed {
+		v.mu.Unlock()
+		if e.q != nil {
+			_ = e.q.Close(ctx)
+		}
+		return nil
+	}
+	v.queues[rec.Name] = e
+	if e.openErr == nil {
+		v.routes.AddQueue(rec.Name)
+	}
+	v.mu.Unlock()
+	if fresh && e.q != nil {
+		v.cfg.Churn.QueuesCreated.Add(1)
+	}
+	return nil
+}
+
+// queueDeleted removes a queue the metadata no longer lists, with its
+// bindings, and deletes its files when this node held it.
+func (v *Vhost) queueDeleted(ctx context.Context, name string) {
+	v.mu.Lock()
+	e, ok := v.queues[name]
+	if !ok {
+		v.mu.Unlock()
+		return
+	}
+	delete(v.queues, name)
+	// Its bindings went in meta's cascade; auto-delete exchanges too.
+	v.routes.RemoveQueue(name)
+	v.mu.Unlock()
+	if e.q == nil {
+		return
+	}
+	v.cfg.Churn.QueuesDeleted.Add(1)
+	n, err := e.q.Delete(ctx, false, false)
+	if err != nil {
+		err = fmt.Errorf("delete queue %q: %w", name, err)
+	}
+	v.mu.Lock()
+	e.deletedMsgs, e.deleteErr = n, err
+	v.mu.Unlock()
+}
+
+// openRecord opens a queue this node holds with its type's opener.
+func (v *Vhost) openRecord(ctx context.Context, rec meta.Queue) (queue.Queue, error) {
+	args, err := queue.ParseArgs(rec.Arguments)
+	if err != nil {
+		return nil, errorf(ErrPrecondition, "%s", trimKind(err))
+	}
+	typ := rec.Type
+	if typ == "" {
+		typ = "classic"
+	}
+	qt, err := v.cfg.QueueTypes.lookup(typ)
+	if err != nil {
+		return nil, err
+	}
+	info := queue.Info{Vhost: v.cfg.Name, Name: rec.Name, Type: typ, Durable: rec.Durable, AutoDelete: rec.AutoDelete, Exclusive: rec.Exclusive, Args: rec.Arguments}
+	return qt.Open(ctx, v, info, args)
+}

@@ -7,9 +7,14 @@ import "context"
 // cluster listener (cluster.advertise). Every node dials its peers by
 // looking their names up here, so a Raft configuration holds names only
 // and survives address changes.
+//
+// ID is the node's incarnation: random, made with its data directory. A
+// node that comes back with the same name and another ID lost its disk
+// (and with it its Raft votes) and must not be taken for the old member.
 type Node struct {
 	Name    string `json:"name"`
 	Address string `json:"address"`
+	ID      string `json:"id,omitempty"`
 }
 
 // PutNode implements Store.

@@ -3,12 +3,15 @@
 package faults
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -85,6 +88,10 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 	if c.subnet, err = pickSubnet(id); err != nil {
 		t.Fatal(err)
 	}
+	secret := make([]byte, 16)
+	if _, err := rand.Read(secret); err != nil {
+		t.Fatal(err)
+	}
 	bin := opts.Bin
 	if bin == "" {
 		bin = brokertest.BuildWarren(t)
@@ -100,6 +107,7 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 			hostVeth: "wf" + id + "h" + strconv.Itoa(i),
 			nsVeth:   "wf" + id + "n" + strconv.Itoa(i),
 			bin:      bin,
+			secret:   hex.EncodeToString(secret),
 		})
 	}
 	if err := setupBridge(c.bridge, hostAddr(c.subnet)); err != nil {
@@ -115,7 +123,7 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 		if err := os.MkdirAll(node.DataDir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		node.settings = append(baseSettings(), opts.Settings...)
+		node.settings = append(baseSettings(node), opts.Settings...)
 		if opts.NodeSettings != nil {
 			node.settings = append(node.settings, opts.NodeSettings(node, c.Nodes)...)
 		}
@@ -137,11 +145,13 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 	return c
 }
 
-// baseSettings are the harness's settings for every node: every listener on
-// all of the namespace's addresses at the fixed ports, and guest allowed from
-// other addresses than loopback (clients come over the bridge).
-func baseSettings() []string {
+// baseSettings are the harness's settings for every node: its node name
+// (warren@n1, ...), every listener on all of the namespace's addresses at the
+// fixed ports, and guest allowed from other addresses than loopback (clients
+// come over the bridge).
+func baseSettings(n *Node) []string {
 	return []string{
+		"cluster.node_name=warren@" + n.Name,
 		"amqp.listen=:" + strconv.Itoa(AMQPPort),
 		"stream.listen=:" + strconv.Itoa(StreamPort),
 		"http.listen=:" + strconv.Itoa(HTTPPort),
@@ -151,18 +161,20 @@ func baseSettings() []string {
 	}
 }
 
-// ClusterSettings is an Options.NodeSettings that points every node at every
-// other: cluster.seeds lists every node's cluster address (a node may list
-// itself).
+// ClusterSettings is an Options.NodeSettings that makes the nodes one
+// cluster: each advertises its own cluster address, cluster.seeds lists every
+// node's (a node may list itself), and they share the run's join secret.
+// Without it the nodes are independent brokers.
 func ClusterSettings(n *Node, all []*Node) []string {
-	seeds := ""
+	seeds := make([]string, len(all))
 	for i, m := range all {
-		if i > 0 {
-			seeds += ","
-		}
-		seeds += m.ClusterAddr()
+		seeds[i] = m.ClusterAddr()
 	}
-	return []string{"cluster.seeds=" + seeds}
+	return []string{
+		"cluster.advertise=" + n.ClusterAddr(),
+		"cluster.seeds=" + strings.Join(seeds, ","),
+		"cluster.secret=" + n.secret,
+	}
 }
 
 // Build compiles cmd/warren into dir once, for tests that start several
@@ -205,6 +217,10 @@ func (c *Cluster) Node(name string) *Node {
 	c.fatalf("no node %q", name)
 	return nil
 }
+
+// Running reports whether node n's process runs (a paused node runs; one
+// that was killed, stopped or exited on its own does not).
+func (c *Cluster) Running(n *Node) bool { return n.running() }
 
 // Dir is the run's directory: the nodes' data directories and logs.
 func (c *Cluster) Dir() string { return c.dir }

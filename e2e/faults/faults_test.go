@@ -42,7 +42,15 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// start runs n independent nodes (no cluster settings): what the network
+// faults and the definitions checker are tested on.
 func start(t *testing.T, n int) *Cluster {
+	t.Helper()
+	return Start(t, n, Options{Bin: bin})
+}
+
+// startCluster runs n nodes as one cluster (ClusterSettings).
+func startCluster(t *testing.T, n int) *Cluster {
 	t.Helper()
 	return Start(t, n, Options{Bin: bin, NodeSettings: ClusterSettings})
 }
@@ -266,7 +274,7 @@ func declare(t *testing.T, n *Node, queue string) {
 // still completes TCP handshakes (the kernel does) but no AMQP handshake;
 // after SIGCONT it answers again, its queue and messages intact.
 func TestPauseMakesANodeUnresponsiveAndResumeBringsItBack(t *testing.T) {
-	c := start(t, 1)
+	c := startCluster(t, 1)
 	n1 := c.Nodes[0]
 	declare(t, n1, "paused")
 	p := StartPublisher(PublisherConfig{
@@ -312,9 +320,11 @@ func TestPauseMakesANodeUnresponsiveAndResumeBringsItBack(t *testing.T) {
 
 // TestKill9KeepsEveryConfirmedMessage: kill -9 in the middle of a confirming
 // publisher's run, restart on the same data directory, and every confirmed
-// persistent message on the durable queue is still there.
+// persistent message on the durable queue is still there; the same after a
+// graceful stop. (One node started with ClusterSettings: a one-member
+// cluster.)
 func TestKill9KeepsEveryConfirmedMessage(t *testing.T) {
-	c := start(t, 1)
+	c := startCluster(t, 1)
 	n1 := c.Nodes[0]
 	declare(t, n1, "durable")
 	p := StartPublisher(PublisherConfig{
@@ -335,6 +345,23 @@ func TestKill9KeepsEveryConfirmedMessage(t *testing.T) {
 	t.Logf("after restart: %v", rep)
 	if rep.Confirmed < 2000 {
 		t.Errorf("only %d confirmed messages to check", rep.Confirmed)
+	}
+
+	// A graceful stop (SIGTERM) and restart keeps them too.
+	p = StartPublisher(PublisherConfig{
+		Dial:       func() (*amqp.Connection, error) { return DialAMQP(nil, n1.AMQPURL(), 2*time.Second) },
+		RoutingKey: "durable",
+		Prefix:     "after-",
+		Limit:      500,
+	})
+	<-p.Done()
+	c.Stop(n1)
+	if c.Running(n1) {
+		t.Fatal("n1 runs after Stop")
+	}
+	c.Restart(n1)
+	if rep := c.CheckNoLoss(n1, "durable", p.Confirmed()); rep.Confirmed != 500 {
+		t.Errorf("after SIGTERM and restart: %v; want 500 confirmed", rep)
 	}
 }
 

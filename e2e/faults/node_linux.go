@@ -41,6 +41,7 @@ type Node struct {
 	nsVeth   string // its end, inside Netns
 	bin      string
 	settings []string
+	secret   string // the run's cluster join secret (ClusterSettings)
 
 	mu     sync.Mutex
 	proc   *os.Process
@@ -90,7 +91,11 @@ func (n *Node) start() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.proc != nil {
-		return fmt.Errorf("node %s: already running (pid %d)", n.Name, n.proc.Pid)
+		select {
+		case <-n.exited: // it exited on its own: start it again
+		default:
+			return fmt.Errorf("node %s: already running (pid %d)", n.Name, n.proc.Pid)
+		}
 	}
 	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {

@@ -32,7 +32,8 @@ func (c *Cluster) Stop(n *Node) {
 }
 
 // Restart starts node n again, with the same data directory and settings,
-// and returns once it has started. It must have been stopped (Kill9, Stop).
+// and returns once it has started. It must have been stopped (Kill9, Stop)
+// or have exited on its own.
 func (c *Cluster) Restart(n *Node) {
 	c.t.Helper()
 	if err := n.start(); err != nil {

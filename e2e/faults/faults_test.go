@@ -444,3 +444,52 @@ func TestStaleRunIsRemoved(t *testing.T) {
 		t.Errorf("the live run %s is not recorded as alive", c.id)
 	}
 }
+
+// TestPublisherMovesOnWhenItsNodeDies: a publisher dialing with DialAny
+// keeps publishing on the next node when its node is killed, and every
+// message it had confirmed is on one node or the other afterwards (on
+// independent nodes each keeps what it confirmed).
+func TestPublisherMovesOnWhenItsNodeDies(t *testing.T) {
+	c := start(t, 2)
+	n1, n2 := c.Nodes[0], c.Nodes[1]
+	declare(t, n1, "q")
+	declare(t, n2, "q")
+	p := StartPublisher(PublisherConfig{Dial: c.DialAny(nil, 2*time.Second), RoutingKey: "q"})
+	eventually.True(t, 30*time.Second, "500 messages confirmed", func() bool { return p.Stats().Confirmed >= 500 })
+	c.Kill9(n1)
+	before := p.Stats().Confirmed
+	eventually.True(t, 30*time.Second, "500 more confirmed after n1 died", func() bool { return p.Stats().Confirmed >= before+500 })
+	st := p.Stop()
+	t.Logf("publisher: %v", st)
+	if st.Redials == 0 {
+		t.Error("the publisher never had to redial")
+	}
+	c.Restart(n1)
+	confirmed := p.Confirmed()
+	lostOn := map[*Node]map[string]bool{}
+	for _, n := range c.Nodes {
+		conn, err := DialAMQP(nil, n.AMQPURL(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Drain(context.Background(), conn, "q", confirmed, 2*time.Second)
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %v", n.Name, rep)
+		lostOn[n] = map[string]bool{}
+		for _, id := range rep.Lost {
+			lostOn[n][id] = true
+		}
+	}
+	var lost []string
+	for id := range lostOn[n1] {
+		if lostOn[n2][id] {
+			lost = append(lost, id)
+		}
+	}
+	if len(lost) > 0 {
+		t.Errorf("%d confirmed messages on neither node (e.g. %s)", len(lost), lost[0])
+	}
+}

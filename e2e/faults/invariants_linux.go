@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -112,4 +113,26 @@ func (c *Cluster) CheckNoLoss(n *Node, queue string, confirmed map[string]bool) 
 		c.t.Errorf("confirmed messages lost on %s queue %s: %v", n.Name, queue, rep)
 	}
 	return rep
+}
+
+// DialAny returns a PublisherConfig.Dial that connects from node from
+// (nil: the host) to the nodes to in turn, one further at each call, so a
+// publisher whose node fails moves on to the next.
+func (c *Cluster) DialAny(from *Node, timeout time.Duration, to ...*Node) func() (*amqp.Connection, error) {
+	if len(to) == 0 {
+		to = c.Nodes
+	}
+	var mu sync.Mutex
+	next := 0
+	return func() (*amqp.Connection, error) {
+		mu.Lock()
+		n := to[next%len(to)]
+		next++
+		mu.Unlock()
+		conn, err := DialAMQP(from, n.AMQPURL(), timeout)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", n.Name, err)
+		}
+		return conn, nil
+	}
 }

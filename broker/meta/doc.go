@@ -12,7 +12,7 @@
 // declares of one name agree on every node. Removing bindings deletes the
 // auto-delete exchanges left without any, as the routing table does.
 //
-// Local is the single-node Store. Each write is validated, appended to
+// Local is the single-node Store (meta.log). Each write is validated, appended to
 // meta.log as one record (4-byte big-endian length, CRC-32C of the payload,
 // the JSON command) and fsynced before it is applied and the call returns;
 // the state in memory is built from the record as a replay would read it
@@ -29,6 +29,52 @@
 // copies. Subscribers run after each applied command, in order, on the
 // writing goroutine, holding applyMu but not mu: they may read the store but
 // must not write to it (that would deadlock) nor block long.
+//
+// Raft is the Store of a cluster node: the same State replicated by one
+// hashicorp/raft group ("meta", see broker/cluster/raftgroup) on the node's
+// log store and Network. Its state machine (raft_fsm.go) applies the same
+// JSON commands Local logs: decode (and normalize), State.Validate, then
+// State.Apply; a refused command changes nothing and is answered with its
+// error, the same on every node, and the FSM stays generic over Command, so
+// a new op needs no change there. Subscribers get each applied command's
+// event in log order on every node; a snapshot is the State (with the
+// applied index and a count of commands), and installing one from the
+// leader replaces the state and publishes a Reset event, after which a
+// subscriber rebuilds what it derived from reads.
+//
+// Writes from any node: the leader applies (raft batches concurrent writes
+// into one log write); a follower sends the command to the leader
+// (Network.Call "meta.apply"), which applies it and answers the entry's
+// index, and the follower then waits until its own state machine applied
+// that index. So on every node a write returns after this node's
+// subscribers saw its event (read-your-writes). With no leader known the
+// writer waits for one (bounded by ctx); a node that is not the leader
+// answers with the leader's name and the write goes again. A refusal
+// crosses nodes as a gRPC status (ErrNotFound as NotFound, ErrInvalid as
+// InvalidArgument, an *Error's Kind ErrInequivalent as FailedPrecondition
+// and ErrLocked as Aborted, with its Text) and comes back as the same
+// error: errors.Is, errors.As and the RabbitMQ wording hold on the caller.
+// A write whose leader is lost before it answered (ErrLeadershipLost, or
+// the leader unreachable) is sent again, so it may apply twice: commands
+// are puts and deletes, and a declare found existing is a no-op, so the
+// state is the same, but subscribers may see the event twice and a
+// declare may report created=false for the queue it created. Reads are
+// local; Sync(ctx) waits until this node applied everything the leader
+// had committed when it was called.
+//
+// Migration from the single-node layout: when the bootstrapping node finds
+// <data_dir>/meta.log, its whole State goes in as one snapshot command,
+// only if the group never applied a command, then meta.log is renamed
+// meta.log.migrated and the directory synced; a crash at any step is
+// finished by the next open (the command count, replicated, says whether
+// the state is in), so it is applied exactly once.
+//
+// Concurrency of Raft: raft's FSM goroutine applies entries one at a time
+// under fsm.mu (readers take its read lock) and runs the subscribers
+// after each with no lock held; they may read the store and Subscribe,
+// must not write to it (the write would wait for that goroutine) nor block
+// long. fsm.subMu and fsm.idxMu (the applied index writers wait on) are
+// leaves.
 //
 // Definitions (Export, Import, ImportAccess) use RabbitMQ's definitions JSON,
 // so a RabbitMQ export imports here and the other way round. Passwords use

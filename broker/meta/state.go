@@ -83,6 +83,10 @@ const (
 	BindingDeleted
 	NodePut
 	NodeDeleted
+	// Reset: the whole state was replaced (a replicated store installed a
+	// snapshot from its leader); a subscriber drops what it derived and
+	// rebuilds it from the store's reads. Cmd is empty.
+	Reset
 )
 
 // Event tells subscribers about an applied command.

@@ -3,10 +3,11 @@ package meta
 import "context"
 
 // Store is the broker's metadata. Safe for concurrent use: reads come from
-// memory; a write returns once it is durable (and, for a replicated store,
-// committed) and this node's subscribers have seen its event, so a caller
-// finds the change applied to the node's runtime (broker/vhost) when the
-// call returns. Deleting a vhost removes everything in it.
+// this node's memory; a write returns once it is durable (and, for a
+// replicated store, committed) and applied on the node it was called on,
+// and that node's subscribers have seen its event, so a caller finds the
+// change applied to the node's runtime (broker/vhost) when the call
+// returns, whichever node leads. Deleting a vhost removes everything in it.
 type Store interface {
 	PutVhost(ctx context.Context, v Vhost) error
 	DeleteVhost(ctx context.Context, name string) error
@@ -55,8 +56,10 @@ type Store interface {
 	DeleteNode(ctx context.Context, name string) error
 	Nodes() []Node
 
-	// Subscribe registers fn for every applied command, called in order
-	// after the change is durable; fn must not block long. cancel removes it.
+	// Subscribe registers fn for every applied command, called in log
+	// order after the change is durable (on every node, for a replicated
+	// store), and for a Reset when the whole state was replaced; fn may
+	// read the store, must not write to it nor block long. cancel removes it.
 	Subscribe(fn func(Event)) (cancel func())
 	Close() error
 }

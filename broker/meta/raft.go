@@ -1,0 +1,257 @@
+package meta
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/warrenmq/warren/broker/cluster/logstore"
+	"github.com/warrenmq/warren/broker/cluster/raftgroup"
+	"github.com/warrenmq/warren/broker/cluster/transport"
+)
+
+// RaftGroupID is the metadata's Raft group id (in the log store and on the
+// Network).
+const RaftGroupID = "meta"
+
+// The node-level calls of the metadata group: a follower sends a write to
+// the leader with applyMethod, and asks it for its applied index with
+// syncMethod.
+const (
+	applyMethod = "meta.apply"
+	syncMethod  = "meta.sync"
+)
+
+// RaftConfig opens the metadata store of a node of a cluster.
+type RaftConfig struct {
+	// Dir is the node's data directory: snapshots go in Dir/meta-raft, and
+	// a single-node layout's Dir/meta.log is migrated (see OpenRaft).
+	Dir string
+	// Network links the node to its peers; its Node() is this node's name.
+	Network transport.Network
+	// Stores is the node's Raft log store.
+	Stores logstore.GroupStores
+	// Logger gets the group's log lines; nil discards them.
+	Logger *slog.Logger
+	// Timing tunes the group (zero: raftgroup's defaults).
+	Timing raftgroup.Timing
+	// Bootstrap: this node starts a new cluster (a one-member group of
+	// itself) when the group has no state, and migrates Dir/meta.log.
+	Bootstrap bool
+
+	// crashAt, in tests, makes OpenRaft stop at a migration step as if the
+	// process died there (the group is closed, nothing else is undone).
+	crashAt string
+}
+
+// Raft is the metadata Store of a cluster node: a State replicated by one
+// Raft group. Reads come from this node's copy; writes go through the
+// leader (forwarded from a follower) and return once this node applied
+// them. See the package doc.
+type Raft struct {
+	group *raftgroup.Group
+	net   transport.Network
+	fsm   *fsm
+	log   *slog.Logger
+	dir   string
+
+	crashAt string // see RaftConfig.crashAt
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ Store = (*Raft)(nil)
+
+// OpenRaft opens the metadata group on this node. With cfg.Bootstrap, a
+// group without state becomes a one-member cluster of this node (or call
+// Bootstrap later), and a Dir/meta.log left by the single-node store
+// (Local) is applied as one command, then renamed meta.log.migrated. A
+// migration a crash interrupted is finished on the next open.
+func OpenRaft(ctx context.Context, cfg RaftConfig) (*Raft, error) {
+	if cfg.Network == nil || cfg.Stores == nil || cfg.Dir == "" {
+		return nil, errors.New("meta: RaftConfig needs Dir, Network and Stores")
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	f := newFSM()
+	g, err := raftgroup.Open(raftgroup.Config{
+		ID:          RaftGroupID,
+		Node:        cfg.Network.Node(),
+		Network:     cfg.Network,
+		Stores:      cfg.Stores,
+		SnapshotDir: filepath.Join(cfg.Dir, "meta-raft"),
+		FSM:         f,
+		Logger:      logger,
+		Timing:      cfg.Timing,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("meta: %w", err)
+	}
+	r := &Raft{group: g, net: cfg.Network, fsm: f, log: logger.With("group", RaftGroupID), dir: cfg.Dir, crashAt: cfg.crashAt}
+	cfg.Network.Handle(applyMethod, r.handleApply)
+	cfg.Network.Handle(syncMethod, r.handleSync)
+	switch {
+	case g.Fresh() && cfg.Bootstrap:
+		err = r.Bootstrap(ctx)
+	case !g.Fresh():
+		// A bootstrapping node cut short (a crash) between its bootstrap
+		// and the end of the migration finishes it now.
+		err = r.resumeMigration(ctx)
+	}
+	if err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Bootstrap makes a Fresh group a one-member cluster of this node and
+// migrates Dir/meta.log into it (see OpenRaft). raftgroup.ErrNotFresh when
+// the group has state.
+func (r *Raft) Bootstrap(ctx context.Context) error {
+	if err := r.group.Bootstrap(ctx); err != nil {
+		return fmt.Errorf("meta: %w", err)
+	}
+	return r.migrate(ctx, r.dir, r.crashAt)
+}
+
+// resumeMigration finishes a migration a crash cut short: when meta.log
+// is still there and the group is this node alone.
+func (r *Raft) resumeMigration(ctx context.Context) error {
+	if _, err := os.Stat(filepath.Join(r.dir, logName)); err != nil {
+		return nil
+	}
+	servers, err := r.group.Configuration(ctx)
+	if err != nil {
+		return fmt.Errorf("meta: %w", err)
+	}
+	if len(servers) != 1 || servers[0].Node != r.net.Node() {
+		r.log.Warn("meta.log left in place: the metadata group has other members", "file", filepath.Join(r.dir, logName))
+		return nil
+	}
+	return r.migrate(ctx, r.dir, r.crashAt)
+}
+
+// Group is the store's Raft group: leadership, membership, diagnostics.
+func (r *Raft) Group() *raftgroup.Group { return r.group }
+
+// Close leaves the group running on the other nodes; this node's writes
+// in flight fail with ErrClosed.
+func (r *Raft) Close() error {
+	r.closeOnce.Do(func() {
+		close(r.fsm.closed)
+		if err := r.group.Close(); err != nil {
+			r.closeErr = fmt.Errorf("meta: %w", err)
+		}
+	})
+	return r.closeErr
+}
+
+func (r *Raft) isClosed() bool {
+	select {
+	case <-r.fsm.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Subscribe implements Store. fn runs on the group's apply goroutine,
+// after each applied command, in log order, and after a Reset.
+func (r *Raft) Subscribe(fn func(Event)) func() { return r.fsm.subscribe(fn) }
+
+// apply commits c through the leader and returns once this node applied it.
+func (r *Raft) apply(ctx context.Context, c Command) error {
+	_, err := r.applyChanged(ctx, c)
+	return err
+}
+
+// applyChanged is apply reporting whether the command changed anything
+// (published an event).
+func (r *Raft) applyChanged(ctx context.Context, c Command) (bool, error) {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return false, fmt.Errorf("meta: encode command: %w", err)
+	}
+	if len(data) > maxRecord {
+		return false, fmt.Errorf("%w: command of %d bytes (at most %d)", ErrInvalid, len(data), maxRecord)
+	}
+	for attempt := 0; ; attempt++ {
+		if r.isClosed() {
+			return false, ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		changed, retry, err := r.applyOnce(ctx, data)
+		if !retry {
+			return changed, err
+		}
+		r.log.Warn("meta write retried", "attempt", attempt, "error", err)
+		if werr := backoff(ctx, attempt); werr != nil {
+			return false, fmt.Errorf("meta: write not committed (last try: %v): %w", err, werr)
+		}
+	}
+}
+
+// applyOnce tries a write once: on this node when it leads, else forwarded
+// to the leader. retry: the write may go again (not applied, or applied by
+// a leader that lost its leadership before answering: commands are
+// idempotent puts and deletes).
+func (r *Raft) applyOnce(ctx context.Context, data []byte) (changed, retry bool, err error) {
+	if r.group.IsLeader() {
+		res, _, err := r.group.Apply(ctx, data)
+		if err != nil {
+			return false, retryable(err), err
+		}
+		ar := res.(applyResult)
+		return ar.ev.Kind != 0, false, ar.err
+	}
+	leader := r.group.Leader()
+	if leader == "" {
+		if leader, err = r.group.WaitLeader(ctx); err != nil {
+			return false, false, err
+		}
+	}
+	if leader == r.net.Node() {
+		return false, true, raftgroup.ErrNotLeader // we just became leader: go again
+	}
+	ans, err := r.forward(ctx, leader, data)
+	if err != nil {
+		return false, isUnavailable(err), err
+	}
+	if ans.Index == 0 {
+		return false, true, fmt.Errorf("%w: %s redirects to %q", raftgroup.ErrNotLeader, leader, ans.Leader)
+	}
+	if err := r.fsm.waitApplied(ctx, ans.Index); err != nil {
+		return false, false, err
+	}
+	return ans.Changed, false, nil
+}
+
+func retryable(err error) bool {
+	return errors.Is(err, raftgroup.ErrNotLeader) || errors.Is(err, raftgroup.ErrLeadershipLost)
+}
+
+// backoff waits before retry attempt: 5ms doubling up to 200ms.
+func backoff(ctx context.Context, attempt int) error {
+	d := 5 * time.Millisecond << min(attempt, 6)
+	d = min(d, 200*time.Millisecond)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

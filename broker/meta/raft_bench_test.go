@@ -1,0 +1,66 @@
+package meta
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/warrenmq/warren/broker/cluster/logstore"
+	"github.com/warrenmq/warren/broker/cluster/raftgroup"
+)
+
+// BenchmarkRaftPutQueue: queue declares per second from 64 concurrent
+// writers spread over every member (a follower's are forwarded to the
+// leader), on the in-memory transport and the real log store (fdatasync
+// per log write), default timing but fast elections:
+//
+//	go test -run '^$' -bench BenchmarkRaftPutQueue -benchtime 1s ./broker/meta/
+func BenchmarkRaftPutQueue(b *testing.B) {
+	for _, members := range []int{1, 3} {
+		b.Run("members="+strconv.Itoa(members), func(b *testing.B) {
+			stores := make([]logstore.GroupStores, members)
+			for i := range stores {
+				s, err := logstore.Open(context.Background(), b.TempDir(), logstore.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { s.Close() })
+				stores[i] = s
+			}
+			c := newRaftClusterOn(b, stores, raftgroup.Timing{HeartbeatTimeout: fastTiming.HeartbeatTimeout,
+				ElectionTimeout: fastTiming.ElectionTimeout, LeaderLeaseTimeout: fastTiming.LeaderLeaseTimeout})
+			ctx := context.Background()
+			if err := c.leader().r.PutVhost(ctx, Vhost{Name: "/"}); err != nil {
+				b.Fatal(err)
+			}
+			for _, nd := range c.nodes {
+				if err := nd.r.Sync(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			const writers = 64
+			var next atomic.Int64
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for w := range writers {
+				s := c.nodes[w%members].r
+				wg.Go(func() {
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						if err := s.PutQueue(ctx, Queue{Vhost: "/", Name: "q" + strconv.FormatInt(i, 10), Durable: true}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "declares/s")
+		})
+	}
+}

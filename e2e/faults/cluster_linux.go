@@ -59,12 +59,7 @@ type Cluster struct {
 // test-faults sets).
 func Start(t testing.TB, n int, opts Options) *Cluster {
 	t.Helper()
-	if why := Missing(); why != "" {
-		if os.Getenv("WARREN_FAULTS_STRICT") == "1" {
-			t.Fatalf("fault harness: %s", why)
-		}
-		t.Skipf("fault harness: %s", why)
-	}
+	Require(t)
 	if n < 1 || n > 200 {
 		t.Fatalf("fault harness: %d nodes: want 1 to 200", n)
 	}
@@ -158,6 +153,18 @@ func baseSettings(n *Node) []string {
 		"prometheus.listen=:" + strconv.Itoa(PrometheusPort),
 		"cluster.listen=:" + strconv.Itoa(ClusterPort),
 		"auth.loopback_users=",
+	}
+}
+
+// Require skips the test when the harness cannot run here (Missing), or
+// fails it when WARREN_FAULTS_STRICT=1 (make test-faults).
+func Require(t testing.TB) {
+	t.Helper()
+	if why := Missing(); why != "" {
+		if os.Getenv("WARREN_FAULTS_STRICT") == "1" {
+			t.Fatalf("fault harness: %s", why)
+		}
+		t.Skipf("fault harness: %s", why)
 	}
 }
 

@@ -411,9 +411,7 @@ func TestDefinitionsCompareAcrossNodes(t *testing.T) {
 // a veth, its state file) are removed by the next Start, and a live run's
 // are not.
 func TestStaleRunIsRemoved(t *testing.T) {
-	if why := Missing(); why != "" {
-		t.Skip(why)
-	}
+	Require(t)
 	const id = "fa17"
 	ns := nsPrefix + id + "-n1"
 	if err := writeState(id, "/nonexistent"); err != nil {

@@ -55,10 +55,13 @@
 // and ErrLocked as Aborted, with its Text) and comes back as the same
 // error: errors.Is, errors.As and the RabbitMQ wording hold on the caller.
 // A write whose leader is lost before it answered (ErrLeadershipLost, or
-// the leader unreachable) is sent again, so it may apply twice: commands
-// are puts and deletes, and a declare found existing is a no-op, so the
-// state is the same, but subscribers may see the event twice and a
-// declare may report created=false for the queue it created. Reads are
+// the leader unreachable) is sent again, and both copies may reach the
+// log: each write carries a request id (a session per OpenRaft and a
+// sequence number), and the state machine answers a copy of a write it
+// applied with the first copy's outcome without applying it again, and
+// drops a late copy of a write its session saw answered
+// (raft_session.go); so a write applies exactly once and its event is
+// published once. A write whose ctx ends first may still apply. Reads are
 // local; Sync(ctx) waits until this node applied everything the leader
 // had committed when it was called.
 //
@@ -68,6 +71,18 @@
 // meta.log.migrated and the directory synced; a crash at any step is
 // finished by the next open (the command count, replicated, says whether
 // the state is in), so it is applied exactly once.
+//
+// Throughput of Raft (BenchmarkRaftPutQueue: PutQueue from 64 concurrent
+// writers spread over the members, in-memory transport, the real log store
+// with its fdatasync; 2026-11-25, 2 shared vCPUs):
+//
+//	members   declares/s
+//	1         60,000-85,000
+//	3         19,800-20,700
+//
+// Concurrent writes share log writes (raftgroup batches what queued), so
+// the rate is bound by CPU (JSON, the state machine on every member), not
+// by fdatasync.
 //
 // Concurrency of Raft: raft's FSM goroutine applies entries one at a time
 // under fsm.mu (readers take its read lock) and runs the subscribers

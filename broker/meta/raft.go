@@ -61,6 +61,8 @@ type Raft struct {
 	log   *slog.Logger
 	dir   string
 
+	writer *writer // numbers this store's writes (exactly-once, raft_session.go)
+
 	crashAt string // see RaftConfig.crashAt
 
 	closeOnce sync.Once
@@ -96,7 +98,8 @@ func OpenRaft(ctx context.Context, cfg RaftConfig) (*Raft, error) {
 	if err != nil {
 		return nil, fmt.Errorf("meta: %w", err)
 	}
-	r := &Raft{group: g, net: cfg.Network, fsm: f, log: logger.With("group", RaftGroupID), dir: cfg.Dir, crashAt: cfg.crashAt}
+	r := &Raft{group: g, net: cfg.Network, fsm: f, log: logger.With("group", RaftGroupID), dir: cfg.Dir,
+		writer: newWriter(cfg.Network.Node()), crashAt: cfg.crashAt}
 	cfg.Network.Handle(applyMethod, r.handleApply)
 	cfg.Network.Handle(syncMethod, r.handleSync)
 	switch {
@@ -178,7 +181,9 @@ func (r *Raft) apply(ctx context.Context, c Command) error {
 // applyChanged is apply reporting whether the command changed anything
 // (published an event).
 func (r *Raft) applyChanged(ctx context.Context, c Command) (bool, error) {
-	data, err := json.Marshal(c)
+	req := r.writer.start()
+	defer r.writer.done(req)
+	data, err := json.Marshal(entry{Command: c, Req: req})
 	if err != nil {
 		return false, fmt.Errorf("meta: encode command: %w", err)
 	}
@@ -204,9 +209,9 @@ func (r *Raft) applyChanged(ctx context.Context, c Command) (bool, error) {
 }
 
 // applyOnce tries a write once: on this node when it leads, else forwarded
-// to the leader. retry: the write may go again (not applied, or applied by
-// a leader that lost its leadership before answering: commands are
-// idempotent puts and deletes).
+// to the leader. retry: the write may go again (not applied, or maybe
+// applied by a leader lost before it answered: the state machine knows a
+// copy by its request id).
 func (r *Raft) applyOnce(ctx context.Context, data []byte) (changed, retry bool, err error) {
 	if r.group.IsLeader() {
 		res, _, err := r.group.Apply(ctx, data)
@@ -214,7 +219,7 @@ func (r *Raft) applyOnce(ctx context.Context, data []byte) (changed, retry bool,
 			return false, retryable(err), err
 		}
 		ar := res.(applyResult)
-		return ar.ev.Kind != 0, false, ar.err
+		return ar.changed, false, ar.err
 	}
 	leader := r.group.Leader()
 	if leader == "" {

@@ -52,7 +52,7 @@ func (r *Raft) handleApply(ctx context.Context, from string, req []byte) ([]byte
 	if r.isClosed() {
 		return nil, status.Error(codes.Unavailable, "meta: store closed")
 	}
-	if _, err := decodeCommand(req); err != nil {
+	if _, err := decodeEntry(req); err != nil {
 		return nil, toStatus(err)
 	}
 	redirect := func() ([]byte, error) {
@@ -72,7 +72,7 @@ func (r *Raft) handleApply(ctx context.Context, from string, req []byte) ([]byte
 	if ar.err != nil {
 		return nil, toStatus(ar.err)
 	}
-	return json.Marshal(applyAnswer{Index: index, Changed: ar.ev.Kind != 0})
+	return json.Marshal(applyAnswer{Index: index, Changed: ar.changed})
 }
 
 // errorCodes maps the errors a write can be refused with to the gRPC codes

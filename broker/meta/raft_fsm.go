@@ -26,6 +26,8 @@ type fsm struct {
 	subs   map[int]func(Event)
 	nextID int
 
+	sessions sessions // the FSM goroutine's alone (see raft_session.go)
+
 	idxMu    sync.Mutex
 	applied  uint64        // last entry index handed to the fsm
 	commands uint64        // commands applied since the group began (refused ones too)
@@ -39,16 +41,20 @@ func newFSM() *fsm {
 	return &fsm{
 		state:    NewState(),
 		subs:     map[int]func(Event){},
+		sessions: sessions{},
 		advanced: make(chan struct{}),
 		closed:   make(chan struct{}),
 	}
 }
 
 // applyResult is an entry's response on the node that proposed it: the event
-// published (Kind 0 for none) or why the command was refused.
+// published (Kind 0 for none; none either for a copy of a write already
+// applied, whose changed is the first copy's) or why the command was
+// refused.
 type applyResult struct {
-	ev  Event
-	err error
+	ev      Event
+	changed bool
+	err     error
 }
 
 // Apply implements raft.FSM.
@@ -66,7 +72,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			out[i] = applyResult{}
 			continue
 		}
-		res := f.applyCommand(l.Data)
+		res := f.applyEntry(l.Index, l.Data)
 		out[i] = res
 		if res.ev.Kind != 0 {
 			f.publish(res.ev)
@@ -78,14 +84,27 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	return out
 }
 
-func (f *fsm) applyCommand(data []byte) applyResult {
+func (f *fsm) applyEntry(index uint64, data []byte) applyResult {
 	f.idxMu.Lock()
 	f.commands++
 	f.idxMu.Unlock()
-	c, err := decodeCommand(data)
+	e, err := decodeEntry(data)
 	if err != nil {
 		return applyResult{err: err}
 	}
+	if e.Req != nil {
+		if res, isNew := f.sessions.check(e.Req, index); !isNew {
+			return res
+		}
+	}
+	res := f.applyCommand(e.Command)
+	if e.Req != nil {
+		f.sessions.record(e.Req, res)
+	}
+	return res
+}
+
+func (f *fsm) applyCommand(c Command) applyResult {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.state.Validate(c); err != nil {
@@ -95,20 +114,23 @@ func (f *fsm) applyCommand(data []byte) applyResult {
 	if c.Op == opSnapshot {
 		ev = Event{Kind: Reset}
 	}
-	return applyResult{ev: ev}
+	return applyResult{ev: ev, changed: ev.Kind != 0}
 }
 
-// decodeCommand reads a command as every node reads it from the log.
-func decodeCommand(data []byte) (Command, error) {
+// decodeEntry reads an entry as every node reads it from the log.
+func decodeEntry(data []byte) (entry, error) {
 	if len(data) == 0 || len(data) > maxRecord {
-		return Command{}, fmt.Errorf("%w: command of %d bytes", ErrInvalid, len(data))
+		return entry{}, fmt.Errorf("%w: command of %d bytes", ErrInvalid, len(data))
 	}
-	var c Command
-	if err := json.Unmarshal(data, &c); err != nil {
-		return Command{}, fmt.Errorf("%w: undecodable command: %v", ErrInvalid, err)
+	var e entry
+	if err := json.Unmarshal(data, &e); err != nil {
+		return entry{}, fmt.Errorf("%w: undecodable command: %v", ErrInvalid, err)
 	}
-	c.normalize()
-	return c, nil
+	if e.Req != nil && e.Req.Session == "" {
+		return entry{}, fmt.Errorf("%w: request id without a session", ErrInvalid)
+	}
+	e.normalize()
+	return e, nil
 }
 
 func (f *fsm) publish(ev Event) {
@@ -178,16 +200,17 @@ func (f *fsm) commandCount() uint64 {
 // snapshotImage is a snapshot's content: the state, and the fsm's counters
 // as of its last entry.
 type snapshotImage struct {
-	Index    uint64 `json:"index"`
-	Commands uint64 `json:"commands"`
-	State    *State `json:"state"`
+	Index    uint64     `json:"index"`
+	Commands uint64     `json:"commands"`
+	Sessions []*session `json:"sessions,omitempty"`
+	State    *State     `json:"state"`
 }
 
 // Snapshot implements raft.FSM: the state is encoded here, on the FSM
 // goroutine (applies wait for it), so Persist only writes bytes.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.idxMu.Lock()
-	img := snapshotImage{Index: f.applied, Commands: f.commands}
+	img := snapshotImage{Index: f.applied, Commands: f.commands, Sessions: f.sessions.list()}
 	f.idxMu.Unlock()
 	f.mu.RLock()
 	img.State = f.state
@@ -212,6 +235,17 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	img.State.init()
 	img.State.normalize()
+	ss := sessions{}
+	for _, s := range img.Sessions {
+		if s == nil || s.ID == "" {
+			return fmt.Errorf("meta: snapshot with a session without an id")
+		}
+		if s.Outcomes == nil {
+			s.Outcomes = map[uint64]outcome{}
+		}
+		ss[s.ID] = s
+	}
+	f.sessions = ss
 	f.mu.Lock()
 	*f.state = *img.State
 	f.mu.Unlock()

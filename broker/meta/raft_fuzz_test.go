@@ -8,7 +8,7 @@ import (
 )
 
 // FuzzRaftApplyEntry: whatever bytes a log entry holds (a peer's forwarded
-// write reaches the log after decodeCommand only), the state machine
+// write reaches the log after decodeEntry only), the state machine
 // answers with an event or an error and never panics, and a refused entry
 // changes nothing.
 func FuzzRaftApplyEntry(f *testing.F) {

@@ -10,14 +10,16 @@
 //
 // Startup order: lock, meta, the transient queues (and, one node being the
 // whole cluster, exchanges) a crash or kill left in meta dropped
-// (vhost.DropTransient), the data directory's layout migration
+// (vhost.DropTransient), a renamed lone node's queues adopted
+// (vhost.AdoptOrphans), the data directory's layout migration
 // (store.MigrateLayout, from the durable queues meta lists), vhosts (queues
 // recover their messages), then listeners, so no client sees a
 // half-recovered node.
 //
 // The node follows the metadata: onMetaEvent starts a vhost when it is
 // put and stops it (files removed) when it is deleted, before the write
-// returns; each vhost follows its own exchanges, queues and bindings.
+// returns, and on a Reset starts and stops vhosts to match the new state;
+// each vhost follows its own exchanges, queues and bindings.
 // Policy changes convert queue storage in the background (Shutdown waits). Shutdown runs in reverse: stop
 // accepting, close client connections (in-flight publishes finish), close
 // vhosts (queues flush and fsync, recording a clean shutdown), close meta.

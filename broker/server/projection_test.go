@@ -402,3 +402,32 @@ func TestKill9DropsTransientQueues(t *testing.T) {
 	}
 	getOne(t, ch2, "durable")
 }
+
+// A single node whose cluster.node_name changed keeps its queues and
+// their messages: it adopts the records placed on its old name.
+func TestRenamedSingleNodeKeepsQueues(t *testing.T) {
+	n := brokertest.Start(t)
+	ch := n.Channel(t)
+	if _, err := ch.QueueDeclare("kept", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Publish("", "kept", false, false, amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte("before rename")}); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, 5*time.Second, "the message is queued", func() bool {
+		q, err := ch.QueueDeclarePassive("kept", true, false, false, false, nil)
+		return err == nil && q.Messages == 1
+	})
+	n.Stop()
+	n.Cfg.Cluster.NodeName = "warren@renamed"
+	n2 := brokertest.StartConfig(t, n.Cfg)
+	ch2 := n2.Channel(t)
+	if d := getOne(t, ch2, "kept"); string(d.Body) != "before rename" {
+		t.Fatalf("got %q", d.Body)
+	}
+	for _, q := range n2.Meta().Queues("/") {
+		if q.Name == "kept" && q.Node != "warren@renamed" {
+			t.Fatalf("queue still placed on %q", q.Node)
+		}
+	}
+}

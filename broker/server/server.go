@@ -110,6 +110,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		lock.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	if err := vhost.AdoptOrphans(ctx, m, cfg.Cluster.NodeName); err != nil {
+		_ = m.Close()
+		lock.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	if err := store.MigrateLayout(ctx, cfg.DataDir, durableQueues(m), log); err != nil {
 		_ = m.Close()
 		lock.Close()
@@ -282,6 +287,25 @@ func (b *Broker) onMetaEvent(e meta.Event) {
 		// same name starts afresh).
 		b.Stream.CloseVhost(e.Name, "vhost deleted")
 		b.stopVhost(ctx, e.Name, true)
+	case meta.Reset:
+		// The whole state was replaced: start the vhosts it has, stop
+		// those it no longer has (each vhost resyncs its own contents).
+		want := map[string]bool{}
+		for _, mv := range b.meta.Vhosts() {
+			want[mv.Name] = true
+			if err := b.startVhost(ctx, mv); err != nil {
+				b.log.Error("start vhost", "vhost", mv.Name, "err", err)
+			}
+		}
+		for _, v := range b.VhostList() {
+			if !want[v.Name()] {
+				b.Stream.CloseVhost(v.Name(), "vhost deleted")
+				b.stopVhost(ctx, v.Name(), true)
+			}
+		}
+		for _, v := range b.VhostList() {
+			b.background(func() { v.PoliciesChanged(ctx) })
+		}
 	case meta.PolicyPut, meta.PolicyDeleted:
 		b.mu.RLock()
 		v := b.vhosts[e.Vhost]

@@ -25,7 +25,13 @@
 // a record, and where it would be used here (Queue, Route, a passive
 // declare, delete with conditions) the answer is ErrRemote naming the node.
 // DropTransient, at node start, deletes the non-durable and exclusive queues
-// a crash left in the metadata on this node.
+// a crash left in the metadata on this node; AdoptOrphans, on a node that
+// is alone, re-places on it the queues of a node name that is no member
+// (cluster.node_name changed).
+//
+// A meta.Reset event (a replicated store installed a snapshot) resyncs
+// the whole vhost from the store's reads. Events may repeat (a retried
+// replicated write): every handler step is idempotent.
 //
 // Errors wrap the package's sentinel errors (ErrNotFound, ErrPrecondition,
 // ErrResourceLocked, ErrAccessRefused, ErrNotAllowed, ErrRemote) with

@@ -17,13 +17,15 @@ import (
 // writer's goroutine (meta.Local) or the store's apply loop, with the
 // store's apply lock held: it must not write metadata.
 func (v *Vhost) onEvent(e meta.Event) {
-	if e.Vhost != v.cfg.Name {
+	if e.Vhost != v.cfg.Name && e.Kind != meta.Reset {
 		return
 	}
 	v.projMu.Lock()
 	defer v.projMu.Unlock()
 	ctx := context.Background()
 	switch e.Kind {
+	case meta.Reset:
+		v.resync(ctx)
 	case meta.ExchangePut:
 		if e.Cmd.Exchange != nil {
 			v.exchangePut(*e.Cmd.Exchange)
@@ -77,6 +79,69 @@ func (v *Vhost) recover(ctx context.Context) error {
 	}
 	v.store.RecoveryDone()
 	return nil
+}
+
+// resync brings the vhost to the store's state after a Reset (a replicated
+// store installed a snapshot): exchanges, queues and bindings the state
+// no longer has go (a queue held here is deleted, files and all: the
+// metadata is the truth), those it has are added or updated.
+func (v *Vhost) resync(ctx context.Context) {
+	wantX := map[string]meta.Exchange{}
+	for _, x := range v.cfg.Meta.Exchanges(v.cfg.Name) {
+		wantX[x.Name] = x
+	}
+	for _, have := range v.routes.Exchanges() {
+		if have.Name == "" || reservedName(have.Name) {
+			continue // built in
+		}
+		if w, ok := wantX[have.Name]; !ok || meta.CheckExchangeEquivalent(exchangeToMeta(v.cfg.Name, have), w) != nil {
+			_, _, _ = v.routes.DeleteExchangeCascade(have.Name, false)
+		}
+	}
+	for _, x := range wantX {
+		v.exchangePut(x)
+	}
+	wantQ := map[string]meta.Queue{}
+	for _, q := range v.cfg.Meta.Queues(v.cfg.Name) {
+		wantQ[q.Name] = q
+	}
+	v.mu.RLock()
+	var gone []string
+	for name := range v.queues {
+		if _, ok := wantQ[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	v.mu.RUnlock()
+	for _, name := range gone {
+		v.queueDeleted(ctx, name)
+	}
+	for _, q := range wantQ {
+		if err := v.queuePut(ctx, q, true); err != nil {
+			v.log.Warn("resync queue", "queue", q.Name, "err", err)
+		}
+	}
+	var wantB []routing.Binding
+	for _, b := range v.cfg.Meta.Bindings(v.cfg.Name) {
+		wantB = append(wantB, bindingFromMeta(b))
+	}
+	for _, have := range v.routes.Bindings() {
+		if !containsBinding(wantB, have) {
+			_ = v.routes.Unbind(have)
+		}
+	}
+	if err := v.routes.BindAll(wantB); err != nil {
+		v.log.Warn("resync bindings", "err", err)
+	}
+}
+
+func containsBinding(bs []routing.Binding, b routing.Binding) bool {
+	for _, have := range bs {
+		if have.Source == b.Source && have.Destination == b.Destination && have.ToExchange == b.ToExchange && have.Key == b.Key && meta.SameArg(have.Args, b.Args) {
+			return true
+		}
+	}
+	return false
 }
 
 func (v *Vhost) exchangePut(e meta.Exchange) {

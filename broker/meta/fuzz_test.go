@@ -30,7 +30,11 @@ func FuzzReadRecord(f *testing.F) {
 		f.Add(rec)
 		f.Add(rec[:len(rec)/2])
 	}
-	for _, payload := range []string{`{"op":"snapshot"}`, `{"op":"put_vhost"}`, `{"op":"delete_binding"}`, `{"op":"put_queue","queue":{"name":"q","arguments":{"a":[1e300,{"b":2}]}}}`} {
+	for _, payload := range []string{`{"op":"snapshot"}`, `{"op":"put_vhost"}`, `{"op":"delete_binding"}`, `{"op":"put_queue","queue":{"name":"q","arguments":{"a":[1e300,{"b":2}]}}}`,
+		`{"op":"declare_queue","queue":{"vhost":"/","name":"q","exclusive":true,"arguments":{"x-max-length":[1,{"a":2}]}}}`,
+		`{"op":"declare_queue","queue":{"vhost":"/","name":"q","owner":{"node":"n","conn":1}}}`, `{"op":"declare_queue"}`,
+		`{"op":"declare_exchange","exchange":{"vhost":"/","name":"x","type":"topic","arguments":{"alternate-exchange":{"b":[1]}}}}`, `{"op":"declare_exchange"}`,
+		`{"op":"delete_queue","vhost_name":"/","name":"q"}`} {
 		f.Add([]byte(payload))
 	}
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0})
@@ -43,9 +47,10 @@ func FuzzReadRecord(f *testing.F) {
 			binary.BigEndian.PutUint32(hdr[:4], uint32(len(data)))
 			binary.BigEndian.PutUint32(hdr[4:], crc32.Checksum(data, crcTable))
 			if c, _, err := decodeRecord(hdr, data); err == nil {
-				s := NewState()
-				if s.Validate(c) == nil {
-					s.Apply(c)
+				for _, s := range []*State{NewState(), fuzzState()} {
+					if s.Validate(c) == nil {
+						s.Apply(c)
+					}
 				}
 			}
 		}
@@ -113,4 +118,19 @@ func FuzzCheckAccess(f *testing.F) {
 			t.Fatalf("CheckAccess changed the store")
 		}
 	})
+}
+
+// fuzzState has what declares and deletes meet: a vhost with an exclusive
+// queue, an auto-delete exchange and a binding between them.
+func fuzzState() *State {
+	s := NewState()
+	for _, c := range []Command{
+		{Op: OpPutVhost, Vhost: &Vhost{Name: "/"}},
+		{Op: OpDeclareQueue, Queue: &Queue{Vhost: "/", Name: "q", Exclusive: true, Owner: &QueueOwner{Node: "n", Conn: 1}, Arguments: map[string]any{"x-max-length": int64(5)}}},
+		{Op: OpDeclareExchange, Exchange: &Exchange{Vhost: "/", Name: "x", Type: "topic", AutoDelete: true, Arguments: map[string]any{"alternate-exchange": "ae"}}},
+		{Op: OpPutBinding, Binding: &Binding{Vhost: "/", Source: "x", Destination: "q", DestinationType: "queue", RoutingKey: "#"}},
+	} {
+		s.Apply(c)
+	}
+	return s
 }

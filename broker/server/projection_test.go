@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"syscall"
@@ -217,45 +218,77 @@ func TestQueueOnAnotherNode(t *testing.T) {
 }
 
 // Connections racing to declare one name with different arguments end
-// with one queue; every other declare gets RabbitMQ's 406.
-func TestConcurrentDeclaresOneQueue(t *testing.T) {
-	n := brokertest.Start(t)
-	const racers = 8
-	chans := make([]*amqp091.Channel, racers)
-	for i := range chans {
-		chans[i] = n.Channel(t)
+// with one queue (or exchange); every other declare gets RabbitMQ's 406.
+func TestConcurrentDeclaresOneWinner(t *testing.T) {
+	cases := []struct {
+		name    string
+		declare func(ch *amqp091.Channel, i int) error
+		reason  string // in every loser's 406
+		count   func(m meta.Store) int
+	}{
+		{"queue",
+			func(ch *amqp091.Channel, i int) error {
+				_, err := ch.QueueDeclare("contested", true, false, false, false, amqp091.Table{"x-max-length": int32(100 + i)})
+				return err
+			},
+			"inequivalent arg 'x-max-length' for queue 'contested'",
+			func(m meta.Store) (n int) {
+				for _, q := range m.Queues("/") {
+					if q.Name == "contested" {
+						n++
+					}
+				}
+				return n
+			}},
+		{"exchange",
+			func(ch *amqp091.Channel, i int) error {
+				return ch.ExchangeDeclare("contested", "direct", true, false, false, false, amqp091.Table{"alternate-exchange": fmt.Sprintf("ae-%d", i)})
+			},
+			"inequivalent arg 'alternate-exchange' for exchange 'contested'",
+			func(m meta.Store) (n int) {
+				for _, x := range m.Exchanges("/") {
+					if x.Name == "contested" {
+						n++
+					}
+				}
+				return n
+			}},
 	}
-	errs := make([]error, racers)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i, ch := range chans {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			_, errs[i] = ch.QueueDeclare("contested", true, false, false, false, amqp091.Table{"x-max-length": int32(100 + i)})
-		}()
-	}
-	close(start)
-	wg.Wait()
-	won := 0
-	for i, err := range errs {
-		if err == nil {
-			won++
-			continue
-		}
-		if code, reason := amqpCode(err); code != 406 || !strings.Contains(reason, "inequivalent arg 'x-max-length' for queue 'contested'") {
-			t.Errorf("racer %d: %v; want 406 inequivalent arg 'x-max-length'", i, err)
-		}
-	}
-	var queues []meta.Queue
-	for _, q := range n.Meta().Queues("/") {
-		if q.Name == "contested" {
-			queues = append(queues, q)
-		}
-	}
-	if won != 1 || len(queues) != 1 {
-		t.Fatalf("%d declares won, metadata has %d queues named contested; want 1 and 1", won, len(queues))
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := brokertest.Start(t)
+			const racers = 8
+			chans := make([]*amqp091.Channel, racers)
+			for i := range chans {
+				chans[i] = n.Channel(t)
+			}
+			errs := make([]error, racers)
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i, ch := range chans {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					errs[i] = c.declare(ch, i)
+				}()
+			}
+			close(start)
+			wg.Wait()
+			won := 0
+			for i, err := range errs {
+				if err == nil {
+					won++
+					continue
+				}
+				if code, reason := amqpCode(err); code != 406 || !strings.Contains(reason, c.reason) {
+					t.Errorf("racer %d: %v; want 406 %s", i, err, c.reason)
+				}
+			}
+			if got := c.count(n.Meta()); won != 1 || got != 1 {
+				t.Fatalf("%d declares won, metadata has %d named contested; want 1 and 1", won, got)
+			}
+		})
 	}
 }
 

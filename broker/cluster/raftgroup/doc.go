@@ -48,6 +48,18 @@
 // when no new entries flow, so a write forwarded from a follower is
 // applied there soon after the leader answers.
 //
+// # Failure detection
+//
+// Per node, not per group: the group watches its Network (Network.Watch).
+// When the node that leads the group is reported unreachable, the group's
+// heartbeat and election timeouts drop to its leader lease until a leader
+// is known again, so the followers elect within about a lease instead of
+// a heartbeat timeout (failover.go; TestLeaderNodeDownElectsWithinALease:
+// a group with a 20s heartbeat timeout fails over in about 0.3s). Many
+// idle groups can therefore run with long timers. A false alarm costs at
+// most an early election attempt, which pre-vote refuses while the other
+// members still hear from the leader.
+//
 // # Concurrency
 //
 // Every method of Group is safe for concurrent use. raft calls the FSM's
@@ -55,5 +67,6 @@
 // does there delays every later apply of the group. Waiting methods start
 // one goroutine per call to watch raft's future (raft futures take no
 // context). The group takes no lock of its callers: it calls out only to
-// the FSM, the log store and the Network, under no lock of its own.
+// the FSM, the log store and the Network, under no lock of its own
+// (hurryMu, held across raft's ReloadConfig, and leaderMu are leaves).
 package raftgroup

@@ -126,6 +126,11 @@ type Group struct {
 
 	leaderMu      sync.Mutex
 	leaderChanged chan struct{} // closed and replaced at each leader change
+
+	timing    Timing
+	stopWatch func()
+	hurryMu   sync.Mutex // guards hurried; a leaf
+	hurried   bool       // heartbeat timeout shortened: the leader's node is down (failover.go)
 }
 
 // Open opens the group: raft on the node's log store and the group's
@@ -188,6 +193,7 @@ func Open(cfg Config) (*Group, error) {
 		done:          make(chan struct{}),
 		fresh:         !had,
 		leaderChanged: make(chan struct{}),
+		timing:        t,
 	}
 	g.obs = raft.NewObserver(g.obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
@@ -199,6 +205,7 @@ func Open(cfg Config) (*Group, error) {
 	r.RegisterObserver(g.obs)
 	g.wg.Add(1)
 	go g.watchLeader()
+	g.stopWatch = cfg.Network.Watch(g.peerChanged)
 
 	if cfg.Bootstrap && !had {
 		if err := g.Bootstrap(context.Background()); err != nil {
@@ -230,16 +237,22 @@ func (g *Group) Bootstrap(ctx context.Context) error {
 	return nil
 }
 
-// watchLeader wakes WaitLeader callers at each leader or state change.
+// watchLeader wakes WaitLeader callers at each leader or state change, and
+// ends a shortened heartbeat timeout once a leader is known (failover.go).
 func (g *Group) watchLeader() {
 	defer g.wg.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
 		select {
 		case <-g.obsCh:
+			g.leaderKnown()
 			g.leaderMu.Lock()
 			close(g.leaderChanged)
 			g.leaderChanged = make(chan struct{})
 			g.leaderMu.Unlock()
+		case <-tick.C:
+			g.leaderKnown()
 		case <-g.done:
 			return
 		}
@@ -335,6 +348,7 @@ func (g *Group) Stats() map[string]string { return g.raft.Stats() }
 func (g *Group) Close() error {
 	var err error
 	g.closed.Do(func() {
+		g.stopWatch()
 		err = g.raft.Shutdown().Error()
 		g.raft.DeregisterObserver(g.obs)
 		close(g.done)

@@ -70,7 +70,9 @@
 // only if the group never applied a command, then meta.log is renamed
 // meta.log.migrated and the directory synced; a crash at any step is
 // finished by the next open (the command count, replicated, says whether
-// the state is in), so it is applied exactly once.
+// the state is in), so it is applied exactly once. A meta.log found beside
+// an existing meta.log.migrated on a group with state is left alone, with
+// a warning.
 //
 // Throughput of Raft (BenchmarkRaftPutQueue: PutQueue from 64 concurrent
 // writers spread over the members, in-memory transport, the real log store

@@ -66,8 +66,13 @@ func (r *Raft) migrate(ctx context.Context, dir, crashAt string) error {
 		}
 		r.log.Info("metadata migrated from the single-node log into the metadata group", "file", path,
 			"vhosts", len(st.Vhosts), "users", len(st.Users), "queues", len(st.Queues), "exchanges", len(st.Exchanges))
+	} else if _, err := os.Stat(path + migratedSuffix); err == nil {
+		// Migrated before, and meta.log is back: not ours to apply nor
+		// to rename over the migrated copy.
+		r.log.Warn("meta.log left in place: the metadata group has its own state and meta.log.migrated exists", "file", path, "commands", n)
+		return nil
 	} else {
-		r.log.Info("meta.log already migrated (or the group has commands of its own): renaming it aside", "file", path, "commands", n)
+		r.log.Info("meta.log already applied (a crash cut the migration): renaming it aside", "file", path, "commands", n)
 	}
 	if err := crash(crashApplied); err != nil {
 		return err

@@ -82,3 +82,30 @@ func TestRaftJoiningNodeLeavesItsMetaLog(t *testing.T) {
 		t.Fatalf("the joining node's meta.log: %v", err)
 	}
 }
+
+// A meta.log that shows up again on a node whose group has state (say a
+// single-node store opened by mistake) is neither applied nor renamed over
+// the migrated copy.
+func TestRaftStrayMetaLogIsLeftAlone(t *testing.T) {
+	c := newRaftCluster(t, 1, fastTiming)
+	nd := c.nodes[0]
+	must(t, nd.r.PutVhost(ctxT(t), Vhost{Name: "cluster"}))
+	must(t, os.WriteFile(filepath.Join(nd.dir, logName+migratedSuffix), []byte("the real migration's copy"), 0o640))
+	c.stop(nd)
+	l, err := OpenLocal(ctxT(t), nd.dir)
+	must(t, err)
+	must(t, l.PutVhost(ctxT(t), Vhost{Name: "stray"}))
+	must(t, l.Close())
+
+	c.start(nd, false)
+	must(t, nd.r.Sync(ctxT(t)))
+	if _, ok := nd.r.Vhost("stray"); ok {
+		t.Fatal("a stray meta.log was applied over the group's state")
+	}
+	if b, err := os.ReadFile(filepath.Join(nd.dir, logName+migratedSuffix)); err != nil || string(b) != "the real migration's copy" {
+		t.Fatalf("meta.log.migrated: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(nd.dir, logName)); err != nil {
+		t.Fatalf("the stray meta.log: %v", err)
+	}
+}

@@ -301,3 +301,45 @@ func TestRaftSyncAndWritesHonourContext(t *testing.T) {
 		t.Fatal("a write that failed is visible")
 	}
 }
+
+// Writes from every node while leadership moves around: each applies
+// once (its declare says it created the queue, one event per queue on
+// every node), whatever retries the leader changes cause.
+func TestRaftWritesApplyOnceWhileLeadershipMoves(t *testing.T) {
+	c := newRaftCluster(t, 3, fastTiming)
+	must(t, c.leader().r.PutVhost(ctxT(t), Vhost{Name: "/"}))
+	stop := make(chan struct{})
+	var moves sync.WaitGroup
+	moves.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(30 * time.Millisecond):
+			}
+			l := c.leader()
+			_ = l.r.Group().TransferLeadership(ctxT(t), "")
+		}
+	})
+	var wg sync.WaitGroup
+	for _, nd := range c.nodes {
+		for w := range 4 {
+			wg.Go(func() {
+				for i := range 25 {
+					name := fmt.Sprintf("%s-%d-%d", nd.name, w, i)
+					created, err := nd.r.DeclareQueue(ctxT(t), Queue{Vhost: "/", Name: name, Durable: true})
+					if err != nil || !created {
+						t.Errorf("declare %s: created %v, %v", name, created, err)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(stop)
+	moves.Wait()
+	c.converged(true)
+	if got, want := c.nodes[0].ev.count(QueuePut), 3*4*25; got != want {
+		t.Fatalf("%d QueuePut events, want %d", got, want)
+	}
+}

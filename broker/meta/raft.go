@@ -198,6 +198,9 @@ func (r *Raft) applyChanged(ctx context.Context, c Command) (bool, error) {
 			return false, err
 		}
 		changed, retry, err := r.applyOnce(ctx, data)
+		if errors.Is(err, raftgroup.ErrClosed) {
+			return false, fmt.Errorf("%w (%v)", ErrClosed, err)
+		}
 		if !retry {
 			return changed, err
 		}

@@ -179,6 +179,9 @@ func (r *Raft) Sync(ctx context.Context) error {
 		if err == nil {
 			return r.fsm.waitApplied(ctx, index)
 		}
+		if errors.Is(err, raftgroup.ErrClosed) {
+			return fmt.Errorf("%w (%v)", ErrClosed, err)
+		}
 		if !retry {
 			return err
 		}

@@ -293,7 +293,19 @@ func TestRaftSyncAndWritesHonourContext(t *testing.T) {
 	if err := f.r.Sync(ctx2); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("sync without a quorum: %v, want DeadlineExceeded", err)
 	}
+	// A write waiting for a quorum when the store closes ends with ErrClosed.
+	inFlight := make(chan error, 1)
+	go func() { inFlight <- f.r.PutVhost(context.Background(), Vhost{Name: "y"}) }()
+	time.Sleep(50 * time.Millisecond) // let it start waiting; it ends either way
 	must(t, f.r.Close())
+	select {
+	case err := <-inFlight:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("write in flight at Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a write in flight still waits 5s after Close")
+	}
 	if err := f.r.PutVhost(context.Background(), Vhost{Name: "x"}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("write after Close: %v, want ErrClosed", err)
 	}

@@ -10,7 +10,7 @@ DATA_DIR ?= ./data
 FUZZTIME ?= 150000x
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build run test test-go prometheus test-fuzz test-interop test-security test-faults test-java-stream e2e lint generate bench bench-streams clean images manifests chart-crds docs-crd controller-gen controller-gen-path helm helm-path envtest
+.PHONY: all build run test test-go prometheus test-fuzz test-interop test-security test-faults test-java-stream e2e lint generate proto bench bench-streams clean images manifests chart-crds docs-crd controller-gen controller-gen-path helm helm-path envtest
 
 all: build
 
@@ -81,10 +81,17 @@ lint:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.6.1 ./...
 
-## generate: regenerate generated code (AMQP codec from the spec XML, deepcopy of the operator's API, ...)
-generate: controller-gen
+## generate: regenerate generated code (AMQP codec from the spec XML, deepcopy of the operator's API, the cluster protobuf, ...)
+generate: controller-gen proto
 	$(GO) generate ./...
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+
+## proto: regenerate broker/cluster/clusterpb from cluster.proto (protoc pinned in hack/protoc.sh, plugins in go.mod's tool directives)
+proto:
+	hack/protoc.sh -I broker/cluster/clusterpb \
+		--plugin=protoc-gen-go=hack/protoc-gen-go.sh --go_out=broker/cluster/clusterpb --go_opt=paths=source_relative \
+		--plugin=protoc-gen-go-grpc=hack/protoc-gen-go-grpc.sh --go-grpc_out=broker/cluster/clusterpb --go-grpc_opt=paths=source_relative \
+		broker/cluster/clusterpb/cluster.proto
 
 # Operator tooling, pinned and installed into ./bin (the version is part of the file name,
 # so changing a version here reinstalls it).

@@ -1,0 +1,413 @@
+package transport
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	pb "github.com/warrenmq/warren/broker/cluster/clusterpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// Config configures a gRPC Network.
+type Config struct {
+	// Node is this node's name (cluster.node_name): required.
+	Node string
+	// Listener is where peers connect; if nil, Addr is listened on.
+	Listener net.Listener
+	// Addr is the "host:port" listened on when Listener is nil.
+	Addr string
+	// Secret is the join secret every peer must present: required.
+	Secret string
+	// TLS, if set, secures every connection with mutual TLS: both ends
+	// present its Certificates (which need the serverAuth and clientAuth
+	// usages) and verify the other's against its CAs (ClientCAs, else
+	// RootCAs, on the listening side; RootCAs, else ClientCAs, on the
+	// dialling side, checked against the host of the dialled address).
+	TLS *tls.Config
+	// Logger gets refused peers, malformed messages and connection changes.
+	Logger *slog.Logger
+	// RPCTimeout bounds one Raft RPC (default DefaultRPCTimeout).
+	RPCTimeout time.Duration
+	// MaxMessageBytes bounds one message (an AppendEntries with its
+	// entries, a call's request or answer); default DefaultMaxMessageBytes.
+	MaxMessageBytes int
+	// KeepaliveInterval is how often an idle connection is probed; a peer
+	// that does not answer within another interval is down (default 5 s).
+	KeepaliveInterval time.Duration
+}
+
+// DefaultMaxMessageBytes bounds one message by default: room for the
+// broker's largest message (limits.max_message_size, at most 512 MiB) with
+// its Raft framing.
+const DefaultMaxMessageBytes = 512<<20 + 1<<20
+
+// GRPCNetwork is the Network over gRPC: one connection to each peer with
+// three streams on it (control, data, snapshot), and a server its peers
+// connect to. See the package documentation.
+type GRPCNetwork struct {
+	core  *core
+	log   *slog.Logger
+	cfg   Config
+	ln    net.Listener
+	srv   *grpc.Server
+	creds credentials.TransportCredentials // for dialling; nil: plaintext
+	stats Stats
+	watch watchers
+
+	secret      [sha256.Size]byte
+	maxMsg      int
+	maxSnapshot int64
+	refusals    refusals
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	addrs map[string]string
+	peers map[string]*peerConn
+}
+
+var _ Network = (*GRPCNetwork)(nil)
+
+// NewGRPC starts a gRPC Network serving on cfg's listener.
+func NewGRPC(cfg Config) (*GRPCNetwork, error) {
+	if cfg.Node == "" {
+		return nil, errors.New("cluster transport: a node name is required")
+	}
+	if cfg.Secret == "" {
+		return nil, errors.New("cluster transport: a join secret is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.KeepaliveInterval <= 0 {
+		cfg.KeepaliveInterval = 5 * time.Second
+	}
+	ln := cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return nil, fmt.Errorf("cluster transport: listen: %w", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &GRPCNetwork{
+		log: cfg.Logger.With("component", "cluster-transport"), cfg: cfg, ln: ln,
+		secret: sha256.Sum256([]byte(cfg.Secret)), maxMsg: cfg.MaxMessageBytes, maxSnapshot: 1 << 40,
+		ctx: ctx, cancel: cancel, addrs: map[string]string{}, peers: map[string]*peerConn{},
+	}
+	n.core = newCore(cfg.Node, n, cfg.RPCTimeout)
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(n.maxMsg + frameBytes),
+		grpc.MaxSendMsgSize(n.maxMsg + frameBytes),
+		grpc.UnaryInterceptor(n.authUnary),
+		grpc.StreamInterceptor(n.authStream),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveInterval, Timeout: cfg.KeepaliveInterval}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveInterval / 2, PermitWithoutStream: true}),
+	}
+	if cfg.TLS != nil {
+		srvTLS := cfg.TLS.Clone()
+		srvTLS.ClientAuth = tls.RequireAndVerifyClientCert
+		if srvTLS.ClientCAs == nil {
+			srvTLS.ClientCAs = srvTLS.RootCAs
+		}
+		cliTLS := cfg.TLS.Clone()
+		if cliTLS.RootCAs == nil {
+			cliTLS.RootCAs = cliTLS.ClientCAs
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(srvTLS)))
+		n.creds = credentials.NewTLS(cliTLS)
+	}
+	n.srv = grpc.NewServer(opts...)
+	pb.RegisterClusterServer(n.srv, &service{n: n})
+	go func() { _ = n.srv.Serve(ln) }()
+	return n, nil
+}
+
+// Addr is the address the Network listens on.
+func (n *GRPCNetwork) Addr() net.Addr { return n.ln.Addr() }
+
+// Stats counts the frames and messages sent and received.
+func (n *GRPCNetwork) Stats() *Stats { return &n.stats }
+
+func (n *GRPCNetwork) Node() string                    { return n.core.node }
+func (n *GRPCNetwork) Group(id string) GroupTransport  { return n.core.group(id) }
+func (n *GRPCNetwork) Handle(method string, h Handler) { n.core.handle(method, h) }
+
+// Watch reports a peer up when its connection is ready and down when it
+// breaks or cannot be made (refused, reset, keepalive unanswered): for
+// every peer this node has an address for (SetAddress).
+func (n *GRPCNetwork) Watch(fn func(node string, up bool)) func() { return n.watch.add(fn) }
+
+// SetAddress tells the Network where node listens ("host:port"). A changed
+// address replaces the connection to node.
+func (n *GRPCNetwork) SetAddress(node, addr string) error {
+	if node == n.core.node {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ctx.Err() != nil {
+		return unavailable(n.core.node, errClosed)
+	}
+	if n.addrs[node] == addr {
+		return nil
+	}
+	n.addrs[node] = addr
+	if old := n.peers[node]; old != nil {
+		delete(n.peers, node)
+		go old.close()
+	}
+	p, err := n.dial(node, addr)
+	if err != nil {
+		return err
+	}
+	n.peers[node] = p
+	return nil
+}
+
+// Hello asks the node listening on addr for its name (membership learns
+// the name behind a seed address). It presents the join secret like every
+// call.
+func (n *GRPCNetwork) Hello(ctx context.Context, addr string) (string, error) {
+	conn, err := grpc.NewClient("passthrough:///"+addr, n.dialOptions(hostOf(addr))...)
+	if err != nil {
+		return "", status.Errorf(codes.InvalidArgument, "address %q: %v", addr, err)
+	}
+	defer conn.Close()
+	resp, err := pb.NewClusterClient(conn).Hello(n.outgoing(ctx), &pb.HelloRequest{})
+	if err != nil {
+		return "", err
+	}
+	return resp.GetNode(), nil
+}
+
+// Close stops serving, closes every connection and group transport; calls
+// in flight fail with Unavailable.
+func (n *GRPCNetwork) Close() error {
+	n.mu.Lock()
+	if n.ctx.Err() != nil {
+		n.mu.Unlock()
+		return nil
+	}
+	n.cancel()
+	peers := n.peers
+	n.peers = map[string]*peerConn{}
+	n.mu.Unlock()
+	n.core.close()
+	n.srv.Stop()
+	for _, p := range peers {
+		p.close()
+	}
+	return nil
+}
+
+// peer returns the connection to node, or Unavailable if its address is
+// unknown.
+func (n *GRPCNetwork) peer(node string) (*peerConn, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ctx.Err() != nil {
+		return nil, unavailable(n.core.node, errClosed)
+	}
+	if p := n.peers[node]; p != nil {
+		return p, nil
+	}
+	return nil, status.Errorf(codes.Unavailable, "node %q: no address known", node)
+}
+
+func (n *GRPCNetwork) Call(ctx context.Context, node, method string, req []byte) ([]byte, error) {
+	if node == n.core.node {
+		return n.core.serveCall(ctx, node, method, req)
+	}
+	if len(req) > n.maxMsg {
+		return nil, status.Errorf(codes.ResourceExhausted, "call of %d bytes (limit %d)", len(req), n.maxMsg)
+	}
+	p, err := n.peer(node)
+	if err != nil {
+		return nil, err
+	}
+	l, err := p.link(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := l.roundTrip(ctx, &pb.Message{Body: &pb.Message_Call{Call: &pb.CallRequest{Method: method, Payload: req}}})
+	if err != nil {
+		return nil, err
+	}
+	r, ok := resp.GetBody().(*pb.Message_CallResp)
+	if !ok {
+		return nil, status.Errorf(codes.Internal, "node %q answered a call with %T", node, resp.GetBody())
+	}
+	return r.CallResp.GetPayload(), nil
+}
+
+// sendRaft sends one Raft RPC: heartbeats, votes and timeout-now on the
+// control stream, appends on the data stream, snapshots on their own.
+func (n *GRPCNetwork) sendRaft(ctx context.Context, node, group string, cmd any, r io.Reader) (any, error) {
+	p, err := n.peer(node)
+	if err != nil {
+		return nil, err
+	}
+	kind := control
+	switch cmd.(type) {
+	case *raft.AppendEntriesRequest:
+		if !isHeartbeat(cmd) {
+			kind = data
+		}
+	case *raft.InstallSnapshotRequest:
+		kind = snapshot
+	}
+	l, err := p.link(ctx, kind)
+	if err != nil {
+		return nil, err
+	}
+	m := &pb.Message{Group: group}
+	if err := setRaftBody(m, cmd); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if size := proto.Size(m); size > n.maxMsg {
+		return nil, status.Errorf(codes.ResourceExhausted, "%T of %d bytes (limit %d)", cmd, size, n.maxMsg)
+	}
+	var resp *pb.Message
+	if kind == snapshot {
+		resp, err = l.sendSnapshot(ctx, m, cmd.(*raft.InstallSnapshotRequest).Size, r)
+	} else {
+		resp, err = l.roundTrip(ctx, m)
+	}
+	if err != nil {
+		return nil, err
+	}
+	v, ok, err := raftBody(resp)
+	if !ok || err != nil {
+		return nil, status.Errorf(codes.Internal, "node %q answered %T badly: %v", node, cmd, err)
+	}
+	return v, nil
+}
+
+// outgoing adds the join secret and this node's name to ctx.
+func (n *GRPCNetwork) outgoing(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, mdSecret, n.cfg.Secret, mdNode, n.core.node)
+}
+
+const (
+	mdSecret = "warren-join-secret"
+	mdNode   = "warren-node"
+)
+
+// auth checks the join secret a peer presented (in constant time); a peer
+// without it is refused with Unauthenticated and logged with its address.
+func (n *GRPCNetwork) auth(ctx context.Context) (string, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	var got, from string
+	if v := md.Get(mdSecret); len(v) == 1 {
+		got = v[0]
+	}
+	if v := md.Get(mdNode); len(v) == 1 {
+		from = v[0]
+	}
+	sum := sha256.Sum256([]byte(got))
+	if subtle.ConstantTimeCompare(sum[:], n.secret[:]) != 1 {
+		addr := "unknown"
+		if p, ok := peer.FromContext(ctx); ok {
+			addr = p.Addr.String()
+		}
+		if n.refusals.first(addr) {
+			n.log.Warn("cluster peer refused: wrong or missing join secret", "addr", addr, "node", from)
+		}
+		return "", status.Error(codes.Unauthenticated, "join secret does not match")
+	}
+	if from == "" || len(from) > 255 {
+		return "", status.Error(codes.InvalidArgument, "no node name")
+	}
+	return from, nil
+}
+
+func (n *GRPCNetwork) authUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if _, err := n.auth(ctx); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+func (n *GRPCNetwork) authStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if _, err := n.auth(ss.Context()); err != nil {
+		return err
+	}
+	return h(srv, ss)
+}
+
+// refusals limits the log of refused peers to one line per address a minute.
+type refusals struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+func (r *refusals) first(addr string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if r.last == nil || len(r.last) > 1024 {
+		r.last = map[string]time.Time{}
+	}
+	if t, ok := r.last[addr]; ok && now.Sub(t) < time.Minute {
+		return false
+	}
+	r.last[addr] = now
+	return true
+}
+
+// service is the Cluster gRPC service of a Network.
+type service struct {
+	pb.UnimplementedClusterServer
+	n *GRPCNetwork
+}
+
+func (s *service) Hello(context.Context, *pb.HelloRequest) (*pb.HelloResponse, error) {
+	return &pb.HelloResponse{Node: s.n.core.node}, nil
+}
+
+func (s *service) Control(st grpc.BidiStreamingServer[pb.Frame, pb.Frame]) error {
+	return s.serve(st, control)
+}
+
+func (s *service) Data(st grpc.BidiStreamingServer[pb.Frame, pb.Frame]) error {
+	return s.serve(st, data)
+}
+
+func (s *service) Snapshot(st grpc.BidiStreamingServer[pb.Frame, pb.Frame]) error {
+	return s.serve(st, snapshot)
+}
+
+func (s *service) serve(st grpc.BidiStreamingServer[pb.Frame, pb.Frame], kind streamKind) error {
+	from, err := s.n.auth(st.Context())
+	if err != nil {
+		return err
+	}
+	l := &serverLink{
+		link: newLink(st.Context(), st, &s.n.stats, s.n.maxMsg+frameBytes),
+		n:    s.n, kind: kind, from: from,
+		inflight: map[uint64]context.CancelFunc{}, queues: map[string][]func(){}, snaps: map[uint64]*snapIn{},
+	}
+	return l.serve()
+}

@@ -1,0 +1,162 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	pb "github.com/warrenmq/warren/broker/cluster/clusterpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/resolver"
+)
+
+// peerConn is this node's connection to one peer: a gRPC ClientConn dialled
+// by node name (the resolver gives the address SetAddress recorded; gRPC
+// redials with backoff when the peer goes away) and up to three streams on
+// it, opened on first use and again after one breaks.
+type peerConn struct {
+	n      *GRPCNetwork
+	node   string
+	conn   *grpc.ClientConn
+	client pb.ClusterClient
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	links [numKinds]*clientLink
+}
+
+// dial makes the connection to node at addr (under n.mu).
+func (n *GRPCNetwork) dial(node, addr string) (*peerConn, error) {
+	opts := append(n.dialOptions(hostOf(addr)), grpc.WithResolvers(&nodeResolver{node: node, addr: addr}))
+	conn, err := grpc.NewClient(resolverScheme+":///"+node, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cluster transport: dial %s at %s: %w", node, addr, err)
+	}
+	ctx, cancel := context.WithCancel(n.ctx)
+	p := &peerConn{n: n, node: node, conn: conn, client: pb.NewClusterClient(conn), ctx: n.outgoing(ctx), cancel: cancel}
+	conn.Connect()
+	go p.watchState()
+	return p, nil
+}
+
+func (n *GRPCNetwork) dialOptions(authority string) []grpc.DialOption {
+	creds := insecure.NewCredentials()
+	if n.creds != nil {
+		creds = n.creds
+	}
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithAuthority(authority),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(n.maxMsg+frameBytes), grpc.MaxCallSendMsgSize(n.maxMsg+frameBytes)),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		}),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: n.cfg.KeepaliveInterval, Timeout: n.cfg.KeepaliveInterval, PermitWithoutStream: true}),
+		grpc.WithIdleTimeout(0), // never idle: the failure signal needs a live connection
+	}
+}
+
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}
+
+// link returns the open stream of kind, opening one if there is none.
+func (p *peerConn) link(ctx context.Context, kind streamKind) (*clientLink, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.links[kind]; l != nil && l.ctx.Err() == nil {
+		return l, nil
+	}
+	if p.ctx.Err() != nil {
+		return nil, unavailable(p.node, errClosed)
+	}
+	sctx, cancel := context.WithCancel(p.ctx)
+	var (
+		s   frameStream
+		err error
+	)
+	switch kind {
+	case control:
+		s, err = p.client.Control(sctx)
+	case data:
+		s, err = p.client.Data(sctx)
+	default:
+		s, err = p.client.Snapshot(sctx)
+	}
+	if err != nil {
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctxStatus(ctx, p.node)
+		}
+		return nil, unavailable(p.node, err)
+	}
+	l := newClientLink(sctx, p.node, s, &p.n.stats, p.n.maxMsg+frameBytes)
+	go func() {
+		<-l.ctx.Done()
+		cancel()
+	}()
+	p.links[kind] = l
+	return l, nil
+}
+
+// watchState reports the connection's changes to the Network's watchers:
+// up when ready, down when it broke (gRPC then idles it: it is reconnected
+// at once) or could not be made.
+func (p *peerConn) watchState() {
+	known, up := false, false
+	for {
+		s := p.conn.GetState()
+		if s == connectivity.Idle {
+			p.conn.Connect()
+		}
+		switch {
+		case s == connectivity.Ready && (!known || !up):
+			known, up = true, true
+			p.n.log.Info("cluster peer up", "node", p.node)
+			p.n.watch.emit(p.node, true)
+		case (s == connectivity.TransientFailure || s == connectivity.Shutdown || s == connectivity.Idle && known) && (!known || up):
+			known, up = true, false
+			p.n.log.Info("cluster peer down", "node", p.node)
+			p.n.watch.emit(p.node, false)
+		}
+		if s == connectivity.Shutdown || !p.conn.WaitForStateChange(p.ctx, s) {
+			return
+		}
+	}
+}
+
+func (p *peerConn) close() {
+	p.cancel()
+	_ = p.conn.Close()
+}
+
+// resolverScheme is how a peer's ClientConn names its target: by node name.
+const resolverScheme = "warren-node"
+
+// nodeResolver resolves a node name to the address SetAddress recorded.
+type nodeResolver struct {
+	node, addr string
+}
+
+func (r *nodeResolver) Build(_ resolver.Target, cc resolver.ClientConn, _ resolver.BuildOptions) (resolver.Resolver, error) {
+	if err := cc.UpdateState(resolver.State{Addresses: []resolver.Address{{Addr: r.addr}}}); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *nodeResolver) Scheme() string                        { return resolverScheme }
+func (r *nodeResolver) ResolveNow(resolver.ResolveNowOptions) {}
+func (r *nodeResolver) Close()                                {}

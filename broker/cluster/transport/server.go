@@ -1,0 +1,298 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	pb "github.com/warrenmq/warren/broker/cluster/clusterpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// streamKind names the three streams a node opens to each peer.
+type streamKind int
+
+const (
+	control  streamKind = iota // heartbeats, votes, pre-votes, timeout-now
+	data                       // appends (in order per group), node-level calls
+	snapshot                   // InstallSnapshot and its chunks
+	numKinds
+)
+
+func (k streamKind) String() string {
+	return [...]string{"control", "data", "snapshot"}[k]
+}
+
+// maxInflight bounds the requests a peer has under way on one stream; more
+// are answered ResourceExhausted.
+const maxInflight = 1 << 16
+
+// serverLink is this node's end of a stream a peer opened: it runs the
+// peer's requests and sends their answers back. Appends of one group run
+// one after the other, in the order they came (the pipeline's order); the
+// rest run concurrently.
+type serverLink struct {
+	*link
+	n    *GRPCNetwork
+	kind streamKind
+	from string
+
+	mu       sync.Mutex
+	inflight map[uint64]context.CancelFunc
+	queues   map[string][]func() // per group: appends waiting for the one running
+	snaps    map[uint64]*snapIn
+}
+
+// snapIn is a snapshot arriving in chunks: what is left of it and the pipe
+// Raft reads it from.
+type snapIn struct {
+	w    *io.PipeWriter
+	left int64
+}
+
+// errMalformed marks a message that closes its stream.
+var errMalformed = errors.New("malformed message")
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errMalformed, fmt.Sprintf(format, args...))
+}
+
+// serve reads the peer's frames until the stream ends or a message is
+// malformed (then the stream closes with InvalidArgument).
+func (s *serverLink) serve() error {
+	defer s.shut()
+	for {
+		f, err := s.s.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		s.n.stats.FramesReceived.Add(1)
+		s.n.stats.MessagesReceived.Add(uint64(len(f.GetMessages())))
+		for _, m := range f.GetMessages() {
+			if err := s.dispatch(m); err != nil {
+				s.n.log.Warn("cluster peer sent a malformed message; closing its stream",
+					"peer", s.from, "stream", s.kind.String(), "error", err)
+				return status.Error(codes.InvalidArgument, err.Error())
+			}
+		}
+	}
+}
+
+// shut ends the requests under way and waits for the writer: gRPC's
+// stream must not be written once its handler returned.
+func (s *serverLink) shut() {
+	s.cancel(errLinkClosed)
+	s.mu.Lock()
+	for id, in := range s.snaps {
+		in.w.CloseWithError(errLinkClosed)
+		delete(s.snaps, id)
+	}
+	s.mu.Unlock()
+	<-s.done
+}
+
+func (s *serverLink) dispatch(m *pb.Message) error {
+	switch b := m.GetBody().(type) {
+	case *pb.Message_Cancel:
+		s.mu.Lock()
+		if cancel := s.inflight[m.GetId()]; cancel != nil {
+			cancel()
+		}
+		if in := s.snaps[m.GetId()]; in != nil {
+			in.w.CloseWithError(context.Canceled)
+			delete(s.snaps, m.GetId())
+		}
+		s.mu.Unlock()
+		return nil
+	case *pb.Message_Call:
+		if s.kind != data {
+			return malformed("a call on the %s stream", s.kind)
+		}
+		method, payload := b.Call.GetMethod(), b.Call.GetPayload()
+		return s.run(m, func(ctx context.Context) (*pb.Message, error) {
+			resp, err := s.n.core.serveCall(ctx, s.from, method, payload)
+			if err != nil {
+				return nil, err
+			}
+			return &pb.Message{Body: &pb.Message_CallResp{CallResp: &pb.CallResponse{Payload: resp}}}, nil
+		}, "")
+	case *pb.Message_SnapshotChunk:
+		return s.chunk(m.GetId(), b.SnapshotChunk)
+	}
+	cmd, ok, err := raftBody(m)
+	switch {
+	case !ok:
+		return malformed("no request in message %d", m.GetId())
+	case err != nil:
+		return malformed("%v", err)
+	}
+	group := m.GetGroup()
+	switch cmd := cmd.(type) {
+	case *raft.AppendEntriesRequest:
+		order := ""
+		if s.kind == data {
+			order = group
+		}
+		return s.run(m, s.raftCall(group, cmd, nil), order)
+	case *raft.InstallSnapshotRequest:
+		if s.kind != snapshot {
+			return malformed("InstallSnapshot on the %s stream", s.kind)
+		}
+		return s.install(m, group, cmd)
+	case *raft.RequestVoteRequest, *raft.RequestPreVoteRequest, *raft.TimeoutNowRequest:
+		return s.run(m, s.raftCall(group, cmd, nil), "")
+	default:
+		return malformed("an answer (%T) where requests go", cmd)
+	}
+}
+
+// raftCall runs one Raft RPC on the group and wraps its answer.
+func (s *serverLink) raftCall(group string, cmd any, r io.Reader) func(context.Context) (*pb.Message, error) {
+	return func(ctx context.Context) (*pb.Message, error) {
+		resp, err := s.n.core.serveRaft(ctx, group, cmd, r)
+		if err != nil {
+			return nil, err
+		}
+		out := &pb.Message{}
+		if err := setRaftBody(out, resp); err != nil {
+			return nil, status.Errorf(codes.Internal, "group %q: %v", group, err)
+		}
+		return out, nil
+	}
+}
+
+// run runs fn for request m and sends its answer: on a goroutine of its
+// own, or after the earlier requests of group order when order is set.
+func (s *serverLink) run(m *pb.Message, fn func(context.Context) (*pb.Message, error), order string) error {
+	id := m.GetId()
+	ctx, cancel := s.requestContext(m)
+	s.mu.Lock()
+	if _, dup := s.inflight[id]; dup {
+		s.mu.Unlock()
+		cancel()
+		return malformed("request id %d reused while under way", id)
+	}
+	if len(s.inflight) >= maxInflight {
+		s.mu.Unlock()
+		cancel()
+		s.answer(id, nil, status.Errorf(codes.ResourceExhausted, "more than %d requests under way on the %s stream", maxInflight, s.kind))
+		return nil
+	}
+	s.inflight[id] = cancel
+	task := func() {
+		resp, err := fn(ctx)
+		s.mu.Lock()
+		delete(s.inflight, id)
+		s.mu.Unlock()
+		cancel()
+		s.answer(id, resp, err)
+	}
+	if order == "" {
+		s.mu.Unlock()
+		go task()
+		return nil
+	}
+	q, running := s.queues[order]
+	s.queues[order] = append(q, task)
+	s.mu.Unlock()
+	if !running {
+		go s.drain(order)
+	}
+	return nil
+}
+
+// drain runs group's queued appends in order until none is left.
+func (s *serverLink) drain(group string) {
+	for {
+		s.mu.Lock()
+		q := s.queues[group]
+		if len(q) == 0 {
+			delete(s.queues, group)
+			s.mu.Unlock()
+			return
+		}
+		task := q[0]
+		q[0] = nil
+		s.queues[group] = q[1:]
+		s.mu.Unlock()
+		task()
+	}
+}
+
+// requestContext ends with the stream, the caller's cancel or its timeout.
+func (s *serverLink) requestContext(m *pb.Message) (context.Context, context.CancelFunc) {
+	if us := m.GetTimeoutUs(); us > 0 {
+		return context.WithTimeout(s.ctx, time.Duration(min(us, int64(time.Hour/time.Microsecond)))*time.Microsecond)
+	}
+	return context.WithCancel(s.ctx)
+}
+
+// answer sends the answer (or error status) of request id.
+func (s *serverLink) answer(id uint64, resp *pb.Message, err error) {
+	if err != nil {
+		st := status.Convert(asStatus(err))
+		resp = &pb.Message{Body: &pb.Message_Error{Error: &pb.Status{Code: int32(st.Code()), Message: st.Message()}}}
+	}
+	resp.Id = id
+	if perr := s.put(s.ctx, resp); perr != nil && s.ctx.Err() == nil {
+		s.n.log.Warn("cluster: answer not sent", "peer", s.from, "error", perr)
+	}
+}
+
+// install starts an InstallSnapshot: Raft reads its data from a pipe the
+// chunks that follow are written to.
+func (s *serverLink) install(m *pb.Message, group string, req *raft.InstallSnapshotRequest) error {
+	if req.Size > s.n.maxSnapshot {
+		return malformed("snapshot of %d bytes (limit %d)", req.Size, s.n.maxSnapshot)
+	}
+	r, w := io.Pipe()
+	s.mu.Lock()
+	if _, dup := s.snaps[m.GetId()]; dup {
+		s.mu.Unlock()
+		return malformed("snapshot id %d reused", m.GetId())
+	}
+	s.snaps[m.GetId()] = &snapIn{w: w, left: req.Size}
+	s.mu.Unlock()
+	call := s.raftCall(group, req, r)
+	return s.run(m, func(ctx context.Context) (*pb.Message, error) {
+		resp, err := call(ctx)
+		r.CloseWithError(errSnapshotDone) // later chunks are dropped
+		return resp, err
+	}, "")
+}
+
+var errSnapshotDone = errors.New("snapshot answered")
+
+// chunk writes one chunk of snapshot id to the pipe Raft reads.
+func (s *serverLink) chunk(id uint64, c *pb.SnapshotChunk) error {
+	s.mu.Lock()
+	in := s.snaps[id]
+	if in == nil {
+		s.mu.Unlock()
+		return nil // cancelled: the caller sent before it knew
+	}
+	if int64(len(c.GetData())) > in.left || c.GetLast() && int64(len(c.GetData())) != in.left {
+		s.mu.Unlock()
+		return malformed("snapshot %d: chunk of %d bytes with %d left (last %v)", id, len(c.GetData()), in.left, c.GetLast())
+	}
+	in.left -= int64(len(c.GetData()))
+	if c.GetLast() {
+		delete(s.snaps, id)
+	}
+	s.mu.Unlock()
+	if len(c.GetData()) > 0 {
+		_, _ = in.w.Write(c.GetData()) // fails once Raft stopped reading: the answer says why
+	}
+	if c.GetLast() {
+		_ = in.w.Close()
+	}
+	return nil
+}

@@ -17,8 +17,9 @@
 // Open starts raft. A group with no state at all (no log entry, no term,
 // no snapshot: Fresh) waits for a configuration: Bootstrap (or
 // Config.Bootstrap) makes it a one-member cluster of this node, which
-// elects itself; any other node joins when the leader calls AddVoter for
-// it. A reopened group (not Fresh) restores its latest snapshot into the
+// elects itself at once (so does a reopened group whose only member is
+// this node: a single node starts in a millisecond, not a heartbeat
+// timeout); any other node joins when the leader calls AddVoter for it. A reopened group (not Fresh) restores its latest snapshot into the
 // FSM inside Open, then applies the committed entries after it once a
 // leader tells it the commit index. Close shuts raft and the group's
 // transport down; the log and snapshots stay for the next Open.

@@ -1,19 +1,30 @@
 package raftgroup
 
+import "github.com/hashicorp/raft"
+
 // Failure detection per node, not per group: the Network reports a peer
 // unreachable once for all groups (Network.Watch). When that peer leads
 // this group, the group shortens its heartbeat and election timeouts to
-// the leader lease until a leader is known again, so its followers elect within about a
-// lease (default 500ms) instead of a heartbeat timeout: thousands of idle
-// groups can run with long timers and still fail over fast. A false alarm
-// costs at most an early election, which pre-vote refuses while the
-// other members still hear from the leader.
+// the leader lease until a leader is known again, so its followers elect
+// within about a lease (default 500ms) instead of a heartbeat timeout:
+// thousands of idle groups can run with long timers and still fail over
+// fast. A false alarm costs at most an early election, which pre-vote
+// refuses while the other members still hear from the leader. The same
+// shortening makes a group whose only member is this node elect itself
+// at once when it opens.
 
 // peerChanged is the group's Network.Watch callback.
 func (g *Group) peerChanged(node string, up bool) {
 	if up || node == g.node || node != g.Leader() {
 		return
 	}
+	g.hurry("the leader's node is unreachable", node)
+}
+
+// hurry shortens the heartbeat and election timeouts to the leader lease
+// until a leader is known. A follower that has not heard from a leader
+// for that long starts an election at once.
+func (g *Group) hurry(why, leader string) {
 	g.hurryMu.Lock()
 	defer g.hurryMu.Unlock()
 	if g.hurried || g.timing.LeaderLeaseTimeout >= g.timing.HeartbeatTimeout {
@@ -25,11 +36,25 @@ func (g *Group) peerChanged(node string, up bool) {
 	rc.HeartbeatTimeout = g.timing.LeaderLeaseTimeout
 	rc.ElectionTimeout = g.timing.LeaderLeaseTimeout
 	if err := g.raft.ReloadConfig(rc); err != nil {
-		g.log.Warn("raftgroup: cannot shorten the heartbeat timeout after the leader's node went down", "leader", node, "error", err)
+		g.log.Warn("raftgroup: cannot shorten the heartbeat timeout", "why", why, "error", err)
 		return
 	}
 	g.hurried = true
-	g.log.Info("raftgroup: the leader's node is unreachable: electing within a lease", "leader", node, "timeout", rc.HeartbeatTimeout)
+	g.log.Info("raftgroup: electing within a lease", "why", why, "leader", leader, "timeout", rc.HeartbeatTimeout)
+}
+
+// hurryAlone makes a group whose configuration is this node alone elect
+// itself at once rather than after a heartbeat timeout (a single node's
+// start, or a bootstrap).
+func (g *Group) hurryAlone() {
+	f := g.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	servers := f.Configuration().Servers
+	if len(servers) == 1 && servers[0].ID == raft.ServerID(g.node) && servers[0].Suffrage == raft.Voter {
+		g.hurry("this node is the only member", "")
+	}
 }
 
 // leaderKnown restores the configured heartbeat timeout once a leader is

@@ -212,6 +212,8 @@ func Open(cfg Config) (*Group, error) {
 			_ = g.Close()
 			return nil, err
 		}
+	} else if had {
+		g.hurryAlone()
 	}
 	return g, nil
 }
@@ -234,6 +236,7 @@ func (g *Group) Bootstrap(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("raftgroup %s: bootstrap: %w", g.id, err)
 	}
+	g.hurryAlone()
 	return nil
 }
 

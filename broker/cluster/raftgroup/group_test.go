@@ -269,3 +269,36 @@ func TestLeaderNodeDownElectsWithinALease(t *testing.T) {
 		})
 	}
 }
+
+// A group of this node alone elects itself at once, on bootstrap and on
+// restart, not after its (here 20s) heartbeat timeout.
+func TestOneMemberElectsItselfAtOnce(t *testing.T) {
+	slow := Timing{HeartbeatTimeout: 20 * time.Second, ElectionTimeout: 20 * time.Second, LeaderLeaseTimeout: 100 * time.Millisecond}
+	stores, dir := logstore.NewInmem(), t.TempDir()
+	for _, bootstrap := range []bool{true, false} {
+		hub := transport.NewInmemHub()
+		start := time.Now()
+		g, err := Open(Config{ID: "g", Node: "n1", Network: hub.Network("n1"), Stores: stores,
+			SnapshotDir: dir, FSM: &listFSM{}, Timing: slow, Bootstrap: bootstrap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if _, err := g.WaitLeader(ctx); err != nil {
+			t.Fatalf("bootstrap %v: no leader within 5s (heartbeat timeout 20s): %v", bootstrap, err)
+		}
+		cancel()
+		t.Logf("bootstrap %v: leader after %v", bootstrap, time.Since(start))
+		eventually.True(t, 5*time.Second, "the heartbeat timeout is restored", func() bool {
+			return g.raft.ReloadableConfig().HeartbeatTimeout == slow.HeartbeatTimeout
+		})
+		must(t, g.Close())
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -75,12 +75,13 @@
 // a warning.
 //
 // Throughput of Raft (BenchmarkRaftPutQueue: PutQueue from 64 concurrent
-// writers spread over the members, in-memory transport, the real log store
-// with its fdatasync; 2026-11-25, 2 shared vCPUs):
+// writers spread over the members, the real log store with its fdatasync;
+// 2026-11-25, 2 shared vCPUs running every member):
 //
-//	members   declares/s
-//	1         60,000-85,000
-//	3         19,800-20,700
+//	members   transport           declares/s
+//	1         in-memory twin      51,000-85,000
+//	3         in-memory twin      18,500-20,700
+//	3         gRPC on loopback    10,600
 //
 // Concurrent writes share log writes (raftgroup batches what queued), so
 // the rate is bound by CPU (JSON, the state machine on every member), not

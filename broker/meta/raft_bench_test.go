@@ -9,17 +9,27 @@ import (
 
 	"github.com/warrenmq/warren/broker/cluster/logstore"
 	"github.com/warrenmq/warren/broker/cluster/raftgroup"
+	"github.com/warrenmq/warren/broker/cluster/transport"
 )
 
 // BenchmarkRaftPutQueue: queue declares per second from 64 concurrent
 // writers spread over every member (a follower's are forwarded to the
-// leader), on the in-memory transport and the real log store (fdatasync
-// per log write), default timing but fast elections:
+// leader), on the in-memory transport (and on the gRPC Network over
+// loopback) and the real log store (fdatasync per log write), default
+// timing but fast elections:
 //
 //	go test -run '^$' -bench BenchmarkRaftPutQueue -benchtime 1s ./broker/meta/
 func BenchmarkRaftPutQueue(b *testing.B) {
-	for _, members := range []int{1, 3} {
-		b.Run("members="+strconv.Itoa(members), func(b *testing.B) {
+	for _, bc := range []struct {
+		members int
+		grpc    bool
+	}{{1, false}, {3, false}, {3, true}} {
+		members := bc.members
+		name := "members=" + strconv.Itoa(members)
+		if bc.grpc {
+			name += "/grpc"
+		}
+		b.Run(name, func(b *testing.B) {
 			stores := make([]logstore.GroupStores, members)
 			for i := range stores {
 				s, err := logstore.Open(context.Background(), b.TempDir(), logstore.Options{})
@@ -29,8 +39,12 @@ func BenchmarkRaftPutQueue(b *testing.B) {
 				b.Cleanup(func() { s.Close() })
 				stores[i] = s
 			}
-			c := newRaftClusterOn(b, stores, raftgroup.Timing{HeartbeatTimeout: fastTiming.HeartbeatTimeout,
-				ElectionTimeout: fastTiming.ElectionTimeout, LeaderLeaseTimeout: fastTiming.LeaderLeaseTimeout})
+			var nets networks = inmemNetworks{transport.NewInmemHub()}
+			if bc.grpc {
+				nets = newGRPCNetworks(b)
+			}
+			c := newRaftClusterNet(b, stores, raftgroup.Timing{HeartbeatTimeout: fastTiming.HeartbeatTimeout,
+				ElectionTimeout: fastTiming.ElectionTimeout, LeaderLeaseTimeout: fastTiming.LeaderLeaseTimeout}, nets)
 			ctx := context.Background()
 			if err := c.leader().r.PutVhost(ctx, Vhost{Name: "/"}); err != nil {
 				b.Fatal(err)

@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -55,6 +56,63 @@ func (e *events) count(kind EventKind) int {
 	return n
 }
 
+// networks hands out the test nodes' Networks: a node's open one, or a new
+// one after it was closed (a restart).
+type networks interface {
+	network(node string) transport.Network
+	close(node string) error
+}
+
+type inmemNetworks struct{ hub *transport.InmemHub }
+
+func (n inmemNetworks) network(node string) transport.Network { return n.hub.Network(node) }
+func (n inmemNetworks) close(node string) error               { return n.hub.Network(node).Close() }
+
+// grpcNetworks are gRPC Networks on loopback ports that know each other's
+// addresses.
+type grpcNetworks struct {
+	t    testing.TB
+	mu   sync.Mutex
+	nets map[string]*transport.GRPCNetwork
+}
+
+func newGRPCNetworks(t testing.TB) *grpcNetworks {
+	return &grpcNetworks{t: t, nets: map[string]*transport.GRPCNetwork{}}
+}
+
+func (g *grpcNetworks) network(node string) transport.Network {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n := g.nets[node]; n != nil {
+		return n
+	}
+	n, err := transport.NewGRPC(transport.Config{Node: node, Addr: "127.0.0.1:0", Secret: "test-secret", Logger: testLogger(g.t)})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(func() { _ = n.Close() })
+	g.nets[node] = n
+	for name, peer := range g.nets {
+		if name != node {
+			if err := errors.Join(peer.SetAddress(node, n.Addr().String()), n.SetAddress(name, peer.Addr().String())); err != nil {
+				g.t.Fatal(err)
+			}
+		}
+	}
+	return n
+}
+
+func (g *grpcNetworks) close(node string) error {
+	g.mu.Lock()
+	n := g.nets[node]
+	delete(g.nets, node)
+	g.mu.Unlock()
+	if n == nil {
+		return nil
+	}
+	return n.Close()
+}
+
 // raftNode is one member of a test cluster; its stores and dir outlive a
 // restart.
 type raftNode struct {
@@ -67,7 +125,7 @@ type raftNode struct {
 
 type raftCluster struct {
 	t      testing.TB
-	hub    *transport.InmemHub
+	nets   networks
 	timing raftgroup.Timing
 	logger *slog.Logger
 	nodes  []*raftNode
@@ -86,7 +144,13 @@ func newRaftCluster(t testing.TB, n int, timing raftgroup.Timing) *raftCluster {
 
 func newRaftClusterOn(t testing.TB, stores []logstore.GroupStores, timing raftgroup.Timing) *raftCluster {
 	t.Helper()
-	c := &raftCluster{t: t, hub: transport.NewInmemHub(), timing: timing, logger: testLogger(t)}
+	return newRaftClusterNet(t, stores, timing, inmemNetworks{transport.NewInmemHub()})
+}
+
+// newRaftClusterNet is newRaftClusterOn with the nodes' Networks from nets.
+func newRaftClusterNet(t testing.TB, stores []logstore.GroupStores, timing raftgroup.Timing, nets networks) *raftCluster {
+	t.Helper()
+	c := &raftCluster{t: t, nets: nets, timing: timing, logger: testLogger(t)}
 	for i, s := range stores {
 		nd := &raftNode{name: "n" + strconv.Itoa(i+1), stores: s, dir: t.TempDir()}
 		c.nodes = append(c.nodes, nd)
@@ -107,7 +171,7 @@ func newRaftClusterOn(t testing.TB, stores []logstore.GroupStores, timing raftgr
 // start opens (or reopens) nd's store and subscribes its event log.
 func (c *raftCluster) start(nd *raftNode, bootstrap bool) {
 	c.t.Helper()
-	r, err := OpenRaft(ctxT(c.t), RaftConfig{Dir: nd.dir, Network: c.hub.Network(nd.name), Stores: nd.stores, Logger: c.logger,
+	r, err := OpenRaft(ctxT(c.t), RaftConfig{Dir: nd.dir, Network: c.nets.network(nd.name), Stores: nd.stores, Logger: c.logger,
 		Timing: c.timing, Bootstrap: bootstrap})
 	if err != nil {
 		c.t.Fatalf("open %s: %v", nd.name, err)
@@ -124,7 +188,7 @@ func (c *raftCluster) stop(nd *raftNode) {
 	if err := nd.r.Close(); err != nil {
 		c.t.Fatalf("close %s: %v", nd.name, err)
 	}
-	if err := c.hub.Network(nd.name).Close(); err != nil {
+	if err := c.nets.close(nd.name); err != nil {
 		c.t.Fatalf("close %s's network: %v", nd.name, err)
 	}
 	nd.r = nil

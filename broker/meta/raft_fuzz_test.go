@@ -1,7 +1,9 @@
 package meta
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -49,5 +51,29 @@ func FuzzRaftDecodeAnswer(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = decodeAnswer(b)
+	})
+}
+
+// FuzzRaftRestore: a snapshot comes from the leader (peer input): a bad one
+// is refused with an error, never a panic, and a refused one leaves the
+// state as it was.
+func FuzzRaftRestore(f *testing.F) {
+	m := newFSM()
+	m.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: []byte(`{"op":"put_vhost","vhost":{"name":"/"},"req":{"s":"n1/x","n":1,"low":1}}`)}})
+	snap, err := m.Snapshot()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(snap.(fsmSnapshot)))
+	for _, s := range []string{`{}`, `{"state":null}`, `{"state":{},"sessions":[null]}`, `{"state":{},"sessions":[{"id":""}]}`, `[`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m := newFSM()
+		m.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: []byte(`{"op":"put_vhost","vhost":{"name":"kept"}}`)}})
+		before := dumpJSON(&Raft{fsm: m})
+		if err := m.Restore(io.NopCloser(bytes.NewReader(b))); err != nil && dumpJSON(&Raft{fsm: m}) != before {
+			t.Fatalf("a refused snapshot (%v) changed the state", err)
+		}
 	})
 }

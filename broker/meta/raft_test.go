@@ -13,6 +13,7 @@ import (
 
 	"github.com/warrenmq/warren/broker/brokertest/eventually"
 	"github.com/warrenmq/warren/broker/cluster/logstore"
+	"github.com/warrenmq/warren/broker/cluster/transport"
 )
 
 func TestRaftWriteOnFollowerIsReadEverywhere(t *testing.T) {
@@ -353,5 +354,28 @@ func TestRaftWritesApplyOnceWhileLeadershipMoves(t *testing.T) {
 	c.converged(true)
 	if got, want := c.nodes[0].ev.count(QueuePut), 3*4*25; got != want {
 		t.Fatalf("%d QueuePut events, want %d", got, want)
+	}
+}
+
+// A one-member store with the default timing (1s heartbeat timeout) takes
+// its first write at once on a fresh start and on a restart: brokers run
+// as one-member clusters, so their start must not wait for an election
+// timeout.
+func TestRaftOneMemberTakesWritesAtOnce(t *testing.T) {
+	dir, stores := t.TempDir(), logstore.NewInmem()
+	for _, fresh := range []bool{true, false} {
+		start := time.Now()
+		n := transport.NewInmemHub().Network("n1")
+		r, err := OpenRaft(ctxT(t), RaftConfig{Dir: dir, Network: n, Stores: stores, Bootstrap: fresh})
+		must(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 900*time.Millisecond)
+		err = r.PutVhost(ctx, Vhost{Name: "v" + strconv.FormatBool(fresh)})
+		cancel()
+		if err != nil {
+			t.Fatalf("fresh %v: first write within 0.9s (a heartbeat timeout is 1s): %v", fresh, err)
+		}
+		t.Logf("fresh %v: open to first write in %v", fresh, time.Since(start))
+		must(t, r.Close())
+		must(t, n.Close())
 	}
 }

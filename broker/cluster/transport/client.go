@@ -24,7 +24,7 @@ type clientLink struct {
 	pending map[uint64]chan *pb.Message
 }
 
-func newClientLink(ctx context.Context, peer string, s frameStream, stats *Stats, limit int) *clientLink {
+func newClientLink(ctx context.Context, peer string, s frameStream, stats *counters, limit int) *clientLink {
 	c := &clientLink{link: newLink(ctx, s, stats, limit), peer: peer, pending: map[uint64]chan *pb.Message{}}
 	go c.read()
 	return c
@@ -39,8 +39,8 @@ func (c *clientLink) read() {
 			c.cancel(err)
 			return
 		}
-		c.stats.FramesReceived.Add(1)
-		c.stats.MessagesReceived.Add(uint64(len(f.GetMessages())))
+		c.stats.framesReceived.Add(1)
+		c.stats.messagesReceived.Add(uint64(len(f.GetMessages())))
 		for _, m := range f.GetMessages() {
 			c.mu.Lock()
 			ch := c.pending[m.GetId()]
@@ -75,6 +75,15 @@ func (c *clientLink) forget(id uint64) {
 // Canceled or DeadlineExceeded; if the stream ends, the stream's status
 // (Unavailable when the peer went away).
 func (c *clientLink) roundTrip(ctx context.Context, m *pb.Message) (*pb.Message, error) {
+	id, ch, err := c.send(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	return c.wait(ctx, id, ch)
+}
+
+// send queues request m (its id and timeout set here); wait gets its answer.
+func (c *clientLink) send(ctx context.Context, m *pb.Message) (uint64, chan *pb.Message, error) {
 	id, ch := c.start()
 	m.Id = id
 	if dl, ok := ctx.Deadline(); ok {
@@ -82,9 +91,9 @@ func (c *clientLink) roundTrip(ctx context.Context, m *pb.Message) (*pb.Message,
 	}
 	if err := c.put(ctx, m); err != nil {
 		c.forget(id)
-		return nil, c.failure(ctx, err)
+		return 0, nil, c.failure(ctx, err)
 	}
-	return c.wait(ctx, id, ch)
+	return id, ch, nil
 }
 
 func (c *clientLink) wait(ctx context.Context, id uint64, ch chan *pb.Message) (*pb.Message, error) {

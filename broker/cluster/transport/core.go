@@ -85,14 +85,24 @@ func (c *core) handle(method string, h Handler) {
 	c.handlers[method] = h
 }
 
-// serveRaft delivers one Raft RPC that arrived from node from to its group
-// and waits for Raft's answer.
+// serveRaft delivers one Raft RPC that arrived to its group and waits for
+// Raft's answer.
 func (c *core) serveRaft(ctx context.Context, group string, cmd any, data io.Reader) (any, error) {
+	wait, err := c.startRaft(ctx, group, cmd, data)
+	if err != nil {
+		return nil, err
+	}
+	return wait()
+}
+
+// startRaft hands one Raft RPC that arrived to its group and returns how to
+// wait for Raft's answer.
+func (c *core) startRaft(ctx context.Context, group string, cmd any, data io.Reader) (func() (any, error), error) {
 	g := c.openGroup(group)
 	if g == nil {
 		return nil, status.Errorf(codes.Unavailable, "node %q has no Raft group %q open", c.node, group)
 	}
-	return g.deliver(ctx, cmd, data)
+	return g.start(ctx, cmd, data)
 }
 
 // serveCall runs the handler of method for a call from node from; its error

@@ -142,9 +142,10 @@ func (g *group) send(ctx context.Context, target string, cmd any, data io.Reader
 	return resp, err
 }
 
-// deliver hands an RPC that arrived for this group to Raft and waits for
-// its answer, the end of ctx or the transport's close.
-func (g *group) deliver(ctx context.Context, cmd any, data io.Reader) (any, error) {
+// start hands an RPC to Raft (its consumer channel, or the heartbeat
+// handler) and returns how to wait for the answer: the receiving side of a
+// pipeline hands a group's appends over in order and waits for them apart.
+func (g *group) start(ctx context.Context, cmd any, data io.Reader) (wait func() (any, error), err error) {
 	respCh := make(chan raft.RPCResponse, 1)
 	rpc := raft.RPC{Command: cmd, Reader: data, RespChan: respCh}
 	if fn := g.heartbeatFn(cmd); fn != nil {
@@ -158,17 +159,19 @@ func (g *group) deliver(ctx context.Context, cmd any, data io.Reader) (any, erro
 			return nil, status.Errorf(codes.Unavailable, "node %q: group %q closed", g.c.node, g.id)
 		}
 	}
-	select {
-	case r := <-respCh:
-		if r.Error != nil {
-			return nil, asStatus(r.Error)
+	return func() (any, error) {
+		select {
+		case r := <-respCh:
+			if r.Error != nil {
+				return nil, asStatus(r.Error)
+			}
+			return r.Response, nil
+		case <-ctx.Done():
+			return nil, ctxStatus(ctx, g.c.node)
+		case <-g.ctx.Done():
+			return nil, status.Errorf(codes.Unavailable, "node %q: group %q closed", g.c.node, g.id)
 		}
-		return r.Response, nil
-	case <-ctx.Done():
-		return nil, ctxStatus(ctx, g.c.node)
-	case <-g.ctx.Done():
-		return nil, status.Errorf(codes.Unavailable, "node %q: group %q closed", g.c.node, g.id)
-	}
+	}, nil
 }
 
 // heartbeatFn is the heartbeat handler if cmd is a heartbeat (an empty

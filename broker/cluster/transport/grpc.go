@@ -68,7 +68,7 @@ type GRPCNetwork struct {
 	ln    net.Listener
 	srv   *grpc.Server
 	creds credentials.TransportCredentials // for dialling; nil: plaintext
-	stats Stats
+	stats counters
 	watch watchers
 
 	secret      [sha256.Size]byte
@@ -148,7 +148,7 @@ func NewGRPC(cfg Config) (*GRPCNetwork, error) {
 func (n *GRPCNetwork) Addr() net.Addr { return n.ln.Addr() }
 
 // Stats counts the frames and messages sent and received.
-func (n *GRPCNetwork) Stats() *Stats { return &n.stats }
+func (n *GRPCNetwork) Stats() Stats { return n.stats.load() }
 
 func (n *GRPCNetwork) Node() string                    { return n.core.node }
 func (n *GRPCNetwork) Group(id string) GroupTransport  { return n.core.group(id) }
@@ -262,6 +262,54 @@ func (n *GRPCNetwork) Call(ctx context.Context, node, method string, req []byte)
 	return r.CallResp.GetPayload(), nil
 }
 
+// startRaft sends an append on the data stream without waiting for its
+// answer (the pipeline): the stream and the receiver keep a group's appends
+// in order.
+func (n *GRPCNetwork) startRaft(ctx context.Context, node, group string, cmd any) (func() (any, error), error) {
+	p, err := n.peer(node)
+	if err != nil {
+		return nil, err
+	}
+	l, err := p.link(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	m, err := n.raftMessage(group, cmd)
+	if err != nil {
+		return nil, err
+	}
+	id, ch, err := l.send(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	return func() (any, error) {
+		resp, err := l.wait(ctx, id, ch)
+		if err != nil {
+			return nil, err
+		}
+		return n.raftAnswer(node, cmd, resp)
+	}, nil
+}
+
+func (n *GRPCNetwork) raftMessage(group string, cmd any) (*pb.Message, error) {
+	m := &pb.Message{Group: group}
+	if err := setRaftBody(m, cmd); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if size := proto.Size(m); size > n.maxMsg {
+		return nil, status.Errorf(codes.ResourceExhausted, "%T of %d bytes (limit %d)", cmd, size, n.maxMsg)
+	}
+	return m, nil
+}
+
+func (n *GRPCNetwork) raftAnswer(node string, cmd any, resp *pb.Message) (any, error) {
+	v, ok, err := raftBody(resp)
+	if !ok || err != nil {
+		return nil, status.Errorf(codes.Internal, "node %q answered %T badly: %v", node, cmd, err)
+	}
+	return v, nil
+}
+
 // sendRaft sends one Raft RPC: heartbeats, votes and timeout-now on the
 // control stream, appends on the data stream, snapshots on their own.
 func (n *GRPCNetwork) sendRaft(ctx context.Context, node, group string, cmd any, r io.Reader) (any, error) {
@@ -282,12 +330,9 @@ func (n *GRPCNetwork) sendRaft(ctx context.Context, node, group string, cmd any,
 	if err != nil {
 		return nil, err
 	}
-	m := &pb.Message{Group: group}
-	if err := setRaftBody(m, cmd); err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	if size := proto.Size(m); size > n.maxMsg {
-		return nil, status.Errorf(codes.ResourceExhausted, "%T of %d bytes (limit %d)", cmd, size, n.maxMsg)
+	m, err := n.raftMessage(group, cmd)
+	if err != nil {
+		return nil, err
 	}
 	var resp *pb.Message
 	if kind == snapshot {
@@ -298,11 +343,7 @@ func (n *GRPCNetwork) sendRaft(ctx context.Context, node, group string, cmd any,
 	if err != nil {
 		return nil, err
 	}
-	v, ok, err := raftBody(resp)
-	if !ok || err != nil {
-		return nil, status.Errorf(codes.Internal, "node %q answered %T badly: %v", node, cmd, err)
-	}
-	return v, nil
+	return n.raftAnswer(node, cmd, resp)
 }
 
 // outgoing adds the join secret and this node's name to ctx.

@@ -10,7 +10,7 @@ import (
 const testSecret = "s3cret-join"
 
 // grpcNet starts a gRPC Network named node on a loopback port.
-func grpcNet(t *testing.T, node string, mod func(*Config)) *GRPCNetwork {
+func grpcNet(t testing.TB, node string, mod func(*Config)) *GRPCNetwork {
 	t.Helper()
 	cfg := Config{Node: node, Addr: "127.0.0.1:0", Secret: testSecret, Logger: slog.New(slog.DiscardHandler)}
 	if mod != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/warrenmq/warren/broker/brokertest/eventually"
 	"github.com/warrenmq/warren/broker/brokertest/logcapture"
 	pb "github.com/warrenmq/warren/broker/cluster/clusterpb"
@@ -223,5 +224,50 @@ func TestMessageSizeBound(t *testing.T) {
 	}
 	if _, err := a.Call(context.Background(), "n2", "echo", []byte("small")); err != nil {
 		t.Fatalf("small call after an oversized one: %v", err)
+	}
+}
+
+// Over gRPC the pipeline keeps many appends under way: the follower holds
+// all of them before it answers any, they arrive in order, and the futures
+// come back in that order with their own answers.
+func TestPipelineKeepsAppendsUnderWayInOrder(t *testing.T) {
+	const n = 20
+	a, b := grpcNet(t, "n1", nil), grpcNet(t, "n2", nil)
+	must(t, a.SetAddress("n2", b.Addr().String()))
+	g, bg := a.Group("q/p"), b.Group("q/p")
+	p, err := g.AppendEntriesPipeline("n2", "n2")
+	must(t, err)
+	defer p.Close()
+	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte("n1")}
+	resps := make([]raft.AppendEntriesResponse, n)
+	for i := range n {
+		req := &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 1, PrevLogEntry: uint64(i), PrevLogTerm: 1,
+			Entries: []*raft.Log{{Index: uint64(i + 1), Term: 1, Data: []byte("x")}}}
+		if _, err := p.AppendEntries(req, &resps[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var held []raft.RPC
+	for len(held) < n {
+		select {
+		case rpc := <-bg.Consumer():
+			idx := rpc.Command.(*raft.AppendEntriesRequest).Entries[0].Index
+			if idx != uint64(len(held)+1) {
+				t.Fatalf("append %d arrived as number %d", idx, len(held)+1)
+			}
+			held = append(held, rpc)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d of %d appends arrived before any was answered: not pipelined", len(held), n)
+		}
+	}
+	for i, rpc := range held {
+		rpc.Respond(&raft.AppendEntriesResponse{Term: 1, LastLog: uint64(i + 1), Success: true}, nil)
+	}
+	for i := range n {
+		f := <-p.Consumer()
+		must(t, f.Error())
+		if got := f.Response().LastLog; got != uint64(i+1) || f.Request().Entries[0].Index != uint64(i+1) {
+			t.Fatalf("future %d: request %d, answer LastLog %d", i, f.Request().Entries[0].Index, got)
+		}
 	}
 }

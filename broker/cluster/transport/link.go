@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -27,7 +28,7 @@ var errLinkClosed = errors.New("stream closed")
 // (heartbeats of many groups, appends of many groups) share a frame.
 type link struct {
 	s     frameStream
-	stats *Stats
+	stats *counters
 
 	ctx    context.Context // ends when the stream ends
 	cancel context.CancelCauseFunc
@@ -46,7 +47,7 @@ type link struct {
 // frameBytes is the size a frame is filled to (a bigger message goes alone).
 const frameBytes = 1 << 20
 
-func newLink(ctx context.Context, s frameStream, stats *Stats, limit int) *link {
+func newLink(ctx context.Context, s frameStream, stats *counters, limit int) *link {
 	lctx, cancel := context.WithCancelCause(ctx)
 	l := &link{s: s, stats: stats, ctx: lctx, cancel: cancel, limit: limit,
 		drained: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{})}
@@ -96,6 +97,9 @@ func (l *link) write() {
 		case <-l.ctx.Done():
 			return
 		}
+		// Let the goroutines that are ready to queue something do so
+		// first: it joins this frame (free when nothing else is runnable).
+		runtime.Gosched()
 		l.mu.Lock()
 		msgs := l.msgs
 		sizes = append(sizes[:0], l.sizes...)
@@ -118,8 +122,8 @@ func (l *link) write() {
 				} // io.EOF: the stream ended and the reader gets its status
 				return
 			}
-			l.stats.FramesSent.Add(1)
-			l.stats.MessagesSent.Add(uint64(end - start))
+			l.stats.framesSent.Add(1)
+			l.stats.messagesSent.Add(uint64(end - start))
 			start = end
 		}
 		clear(msgs)
@@ -131,9 +135,23 @@ func (l *link) write() {
 	}
 }
 
-// Stats counts a gRPC Network's traffic: frames are stream writes, each
-// carrying one or more messages (requests, answers, snapshot chunks).
+// Stats counts a gRPC Network's traffic since it started: frames are
+// stream writes, each carrying one or more messages (requests, answers,
+// snapshot chunks).
 type Stats struct {
-	FramesSent, MessagesSent         atomic.Uint64
-	FramesReceived, MessagesReceived atomic.Uint64
+	FramesSent, MessagesSent         uint64
+	FramesReceived, MessagesReceived uint64
+}
+
+// counters are the live Stats.
+type counters struct {
+	framesSent, messagesSent         atomic.Uint64
+	framesReceived, messagesReceived atomic.Uint64
+}
+
+func (c *counters) load() Stats {
+	return Stats{
+		FramesSent: c.framesSent.Load(), MessagesSent: c.messagesSent.Load(),
+		FramesReceived: c.framesReceived.Load(), MessagesReceived: c.messagesReceived.Load(),
+	}
 }

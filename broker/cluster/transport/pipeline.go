@@ -6,18 +6,29 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // pipelineDepth is how many appends a pipeline holds before AppendEntries
 // blocks (Raft's back-pressure).
 const pipelineDepth = 128
 
-// pipeline is a group's AppendEntries pipeline to one target: appends go
-// out in order, one after the other's answer, and their futures come back
-// on Consumer in the same order.
+// asyncSender is a sender that can send a Raft RPC without waiting for
+// its answer: the gRPC Network, whose data stream keeps a group's appends
+// in order. wait blocks for the answer and must be called once.
+type asyncSender interface {
+	startRaft(ctx context.Context, node, group string, cmd any) (wait func() (any, error), err error)
+}
+
+// pipeline is a group's AppendEntries pipeline to one target; futures come
+// back on Consumer in the order the appends were made. Over a sender that
+// can (asyncSender) appends go out at once, many under way; otherwise one
+// after the other's answer.
 type pipeline struct {
 	g      *group
 	target raft.ServerAddress
+	async  asyncSender
 	reqs   chan *appendFuture
 	done   chan raft.AppendFuture
 
@@ -34,6 +45,7 @@ func newPipeline(g *group, target raft.ServerAddress) *pipeline {
 		done: make(chan raft.AppendFuture, pipelineDepth),
 		ctx:  ctx, cancel: cancel,
 	}
+	p.async, _ = g.c.out.(asyncSender)
 	go p.run()
 	return p
 }
@@ -42,6 +54,18 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 	f := &appendFuture{start: time.Now(), args: args, resp: resp, errCh: make(chan error, 1)}
 	if p.ctx.Err() != nil {
 		return nil, raft.ErrPipelineShutdown
+	}
+	if p.async != nil {
+		ctx, cancel := context.WithTimeout(p.ctx, p.g.c.rpcTimeout)
+		wait, err := p.async.startRaft(ctx, string(p.target), p.g.id, args)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		f.wait = func() (any, error) {
+			defer cancel()
+			return wait()
+		}
 	}
 	select {
 	case p.reqs <- f:
@@ -63,11 +87,17 @@ func (p *pipeline) Close() error {
 	return nil
 }
 
+// run completes the futures in order: waits for the answer of an append
+// already sent, or sends it and waits.
 func (p *pipeline) run() {
 	for {
 		select {
 		case f := <-p.reqs:
-			f.errCh <- call(p.g, p.target, f.args, f.resp, nil, p.g.c.rpcTimeout)
+			if f.wait != nil {
+				f.errCh <- copyAnswer(f.wait, p.target, f.resp)
+			} else {
+				f.errCh <- call(p.g, p.target, f.args, f.resp, nil, p.g.c.rpcTimeout)
+			}
 			select {
 			case p.done <- f:
 			case <-p.ctx.Done():
@@ -79,11 +109,25 @@ func (p *pipeline) run() {
 	}
 }
 
+func copyAnswer(wait func() (any, error), target raft.ServerAddress, resp *raft.AppendEntriesResponse) error {
+	out, err := wait()
+	if err != nil {
+		return err
+	}
+	r, ok := out.(*raft.AppendEntriesResponse)
+	if !ok {
+		return status.Errorf(codes.Internal, "node %q answered an append with a %T", target, out)
+	}
+	*resp = *r
+	return nil
+}
+
 // appendFuture is one pipelined append's raft.AppendFuture.
 type appendFuture struct {
 	start time.Time
 	args  *raft.AppendEntriesRequest
 	resp  *raft.AppendEntriesResponse
+	wait  func() (any, error) // set when the append is already sent
 
 	errCh chan error
 	err   error
@@ -102,3 +146,4 @@ func (f *appendFuture) Request() *raft.AppendEntriesRequest { return f.args }
 func (f *appendFuture) Response() *raft.AppendEntriesResponse {
 	return f.resp
 }
+

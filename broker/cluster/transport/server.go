@@ -74,8 +74,8 @@ func (s *serverLink) serve() error {
 			}
 			return err
 		}
-		s.n.stats.FramesReceived.Add(1)
-		s.n.stats.MessagesReceived.Add(uint64(len(f.GetMessages())))
+		s.n.stats.framesReceived.Add(1)
+		s.n.stats.messagesReceived.Add(uint64(len(f.GetMessages())))
 		for _, m := range f.GetMessages() {
 			if err := s.dispatch(m); err != nil {
 				s.n.log.Warn("cluster peer sent a malformed message; closing its stream",
@@ -117,13 +117,13 @@ func (s *serverLink) dispatch(m *pb.Message) error {
 			return malformed("a call on the %s stream", s.kind)
 		}
 		method, payload := b.Call.GetMethod(), b.Call.GetPayload()
-		return s.run(m, func(ctx context.Context) (*pb.Message, error) {
+		return s.run(m, now(func(ctx context.Context) (*pb.Message, error) {
 			resp, err := s.n.core.serveCall(ctx, s.from, method, payload)
 			if err != nil {
 				return nil, err
 			}
 			return &pb.Message{Body: &pb.Message_CallResp{CallResp: &pb.CallResponse{Payload: resp}}}, nil
-		}, "")
+		}), "")
 	case *pb.Message_SnapshotChunk:
 		return s.chunk(m.GetId(), b.SnapshotChunk)
 	}
@@ -141,37 +141,55 @@ func (s *serverLink) dispatch(m *pb.Message) error {
 		if s.kind == data {
 			order = group
 		}
-		return s.run(m, s.raftCall(group, cmd, nil), order)
+		return s.run(m, s.raftStart(group, cmd, nil), order)
 	case *raft.InstallSnapshotRequest:
 		if s.kind != snapshot {
 			return malformed("InstallSnapshot on the %s stream", s.kind)
 		}
 		return s.install(m, group, cmd)
 	case *raft.RequestVoteRequest, *raft.RequestPreVoteRequest, *raft.TimeoutNowRequest:
-		return s.run(m, s.raftCall(group, cmd, nil), "")
+		return s.run(m, s.raftStart(group, cmd, nil), "")
 	default:
 		return malformed("an answer (%T) where requests go", cmd)
 	}
 }
 
-// raftCall runs one Raft RPC on the group and wraps its answer.
-func (s *serverLink) raftCall(group string, cmd any, r io.Reader) func(context.Context) (*pb.Message, error) {
-	return func(ctx context.Context) (*pb.Message, error) {
-		resp, err := s.n.core.serveRaft(ctx, group, cmd, r)
-		if err != nil {
-			return nil, err
-		}
-		out := &pb.Message{}
-		if err := setRaftBody(out, resp); err != nil {
-			return nil, status.Errorf(codes.Internal, "group %q: %v", group, err)
-		}
-		return out, nil
+// starter begins a request and returns how to wait for its answer.
+type starter func(ctx context.Context) (wait func() (*pb.Message, error), err error)
+
+// now is the starter of a request that runs to its answer at once.
+func now(fn func(context.Context) (*pb.Message, error)) starter {
+	return func(ctx context.Context) (func() (*pb.Message, error), error) {
+		return func() (*pb.Message, error) { return fn(ctx) }, nil
 	}
 }
 
-// run runs fn for request m and sends its answer: on a goroutine of its
-// own, or after the earlier requests of group order when order is set.
-func (s *serverLink) run(m *pb.Message, fn func(context.Context) (*pb.Message, error), order string) error {
+// raftStart hands one Raft RPC to the group; its wait wraps the answer.
+func (s *serverLink) raftStart(group string, cmd any, r io.Reader) starter {
+	return func(ctx context.Context) (func() (*pb.Message, error), error) {
+		wait, err := s.n.core.startRaft(ctx, group, cmd, r)
+		if err != nil {
+			return nil, err
+		}
+		return func() (*pb.Message, error) {
+			resp, err := wait()
+			if err != nil {
+				return nil, err
+			}
+			out := &pb.Message{}
+			if err := setRaftBody(out, resp); err != nil {
+				return nil, status.Errorf(codes.Internal, "group %q: %v", group, err)
+			}
+			return out, nil
+		}, nil
+	}
+}
+
+// run runs request m and sends its answer. Without order it runs on a
+// goroutine of its own; with order (a group id) it is handed to the group
+// after the earlier requests of that order, and waits for its answer apart
+// (so a follower gets a pipeline's appends in order, many at once).
+func (s *serverLink) run(m *pb.Message, start starter, order string) error {
 	id := m.GetId()
 	ctx, cancel := s.requestContext(m)
 	s.mu.Lock()
@@ -187,13 +205,23 @@ func (s *serverLink) run(m *pb.Message, fn func(context.Context) (*pb.Message, e
 		return nil
 	}
 	s.inflight[id] = cancel
-	task := func() {
-		resp, err := fn(ctx)
+	finish := func(resp *pb.Message, err error) {
 		s.mu.Lock()
 		delete(s.inflight, id)
 		s.mu.Unlock()
 		cancel()
 		s.answer(id, resp, err)
+	}
+	task := func() {
+		wait, err := start(ctx)
+		switch {
+		case err != nil:
+			finish(nil, err)
+		case order == "":
+			finish(wait())
+		default:
+			go func() { finish(wait()) }()
+		}
 	}
 	if order == "" {
 		s.mu.Unlock()
@@ -261,12 +289,18 @@ func (s *serverLink) install(m *pb.Message, group string, req *raft.InstallSnaps
 	}
 	s.snaps[m.GetId()] = &snapIn{w: w, left: req.Size}
 	s.mu.Unlock()
-	call := s.raftCall(group, req, r)
-	return s.run(m, func(ctx context.Context) (*pb.Message, error) {
-		resp, err := call(ctx)
+	start := s.raftStart(group, req, r)
+	return s.run(m, now(func(ctx context.Context) (*pb.Message, error) {
+		resp, err := func() (*pb.Message, error) {
+			wait, err := start(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return wait()
+		}()
 		r.CloseWithError(errSnapshotDone) // later chunks are dropped
 		return resp, err
-	}, "")
+	}), "")
 }
 
 var errSnapshotDone = errors.New("snapshot answered")

@@ -38,9 +38,9 @@
 // error, the same on every node, and the FSM stays generic over Command, so
 // a new op needs no change there. Subscribers get each applied command's
 // event in log order on every node; a snapshot is the State (with the
-// applied index and a count of commands), and installing one from the
-// leader replaces the state and publishes a Reset event, after which a
-// subscriber rebuilds what it derived from reads.
+// applied index, a count of commands and the write sessions), and
+// installing one from the leader replaces the state and publishes a Reset
+// event, after which a subscriber rebuilds what it derived from reads.
 //
 // Writes from any node: the leader applies (raft batches concurrent writes
 // into one log write); a follower sends the command to the leader

@@ -1,0 +1,93 @@
+package raftgroup
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/warrenmq/warren/broker/cluster/logstore"
+	"github.com/warrenmq/warren/broker/cluster/transport"
+)
+
+// Config opens one group on one node.
+type Config struct {
+	// ID is the group's id: the Network's and the log store's group id.
+	ID string
+	// Node is this node's name: its raft ServerID and ServerAddress.
+	Node string
+	// Network carries the group's RPCs (Network.Group(ID)).
+	Network transport.Network
+	// Stores holds the node's Raft logs; Stores.Group(ID) is this group's.
+	Stores logstore.GroupStores
+	// SnapshotDir holds the group's snapshots (the newest two are kept).
+	SnapshotDir string
+	// FSM is the state machine; a raft.BatchingFSM gets batches.
+	FSM raft.FSM
+	// Logger gets raft's log lines, with the group id; nil discards them.
+	Logger *slog.Logger
+	// Timing tunes the group; zero fields take the defaults.
+	Timing Timing
+	// Bootstrap: when the group has no state at all (no log, no term, no
+	// snapshot), make it a one-member cluster of this node. Exactly one node
+	// of a new cluster bootstraps; the others are added with AddVoter.
+	Bootstrap bool
+}
+
+// Timing tunes a group; a zero field takes the default in brackets.
+type Timing struct {
+	// HeartbeatTimeout: a follower without contact from the leader for this
+	// long (randomized up to twice) starts an election [1s]. The leader
+	// heartbeats at a tenth of it.
+	HeartbeatTimeout time.Duration
+	// ElectionTimeout: a candidate without a result for this long
+	// (randomized up to twice) starts again [1s].
+	ElectionTimeout time.Duration
+	// LeaderLeaseTimeout: a leader out of contact with a quorum for this
+	// long steps down [500ms]; at most HeartbeatTimeout.
+	LeaderLeaseTimeout time.Duration
+	// CommitTimeout: when no new commands flow, the leader tells followers
+	// the commit index at least this often (randomized up to twice), so
+	// a follower applies a command that long after its commit at worst
+	// [10ms]. Each group sends one small RPC per follower per period.
+	CommitTimeout time.Duration
+	// MaxAppendEntries: the most commands one log write and one
+	// AppendEntries RPC carry; Apply calls queue in a channel of this size,
+	// so concurrent Applies share one log write (one fdatasync) [256].
+	MaxAppendEntries int
+	// SnapshotInterval: how often (randomized up to twice) the group checks
+	// whether to snapshot [2m].
+	SnapshotInterval time.Duration
+	// SnapshotThreshold: the log entries since the last snapshot that make
+	// the next check take one [8192].
+	SnapshotThreshold uint64
+	// TrailingLogs: entries kept after a snapshot, so a follower that
+	// fell behind by fewer catches up from the log, not a snapshot [10240].
+	TrailingLogs uint64
+}
+
+func (t Timing) withDefaults() Timing {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	set(&t.HeartbeatTimeout, time.Second)
+	set(&t.ElectionTimeout, time.Second)
+	set(&t.LeaderLeaseTimeout, 500*time.Millisecond)
+	if t.LeaderLeaseTimeout > t.HeartbeatTimeout {
+		t.LeaderLeaseTimeout = t.HeartbeatTimeout
+	}
+	set(&t.CommitTimeout, 10*time.Millisecond)
+	set(&t.SnapshotInterval, 2*time.Minute)
+	if t.MaxAppendEntries <= 0 {
+		t.MaxAppendEntries = 256
+	}
+	if t.SnapshotThreshold == 0 {
+		t.SnapshotThreshold = 8192
+	}
+	if t.TrailingLogs == 0 {
+		t.TrailingLogs = 10240
+	}
+	return t
+}

@@ -81,7 +81,7 @@
 //	members   transport           declares/s
 //	1         in-memory twin      51,000-85,000
 //	3         in-memory twin      18,500-20,700
-//	3         gRPC on loopback    10,600
+//	3         gRPC on loopback    10,600-13,700
 //
 // Concurrent writes share log writes (raftgroup batches what queued), so
 // the rate is bound by CPU (JSON, the state machine on every member), not

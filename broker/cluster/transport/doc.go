@@ -2,39 +2,91 @@
 // RPCs of every group on a node (metadata, quorum queues, streams) and
 // node-level calls, over one connection per peer.
 //
-// Network is the seam. Its gRPC implementation multiplexes all groups on a
-// few long-lived streams per peer (control: heartbeats and votes; data:
-// appends and forwarded client traffic; snapshots in chunks), each message
-// tagged with its group id; what is queued for a peer goes out in one frame
-// when the queue runs dry.
-//
-// # The in-memory twin
-//
-// InmemHub connects Networks in one process for fast tests (NewInmemHub,
-// then hub.Network(name) per node), with the same names, status codes and
-// concurrency contract as the gRPC Network: a call to an unknown, closed or
-// cut-off node, or a Raft RPC for a group the target has not opened, fails
-// with codes.Unavailable; calls and RPCs in flight when their link is cut
-// fail the same way; handlers run on goroutines of their own, any number
-// at once; a call to the node itself runs in place. Requests and answers
-// are copied as if they crossed a wire. Fault controls: Partition(a, b)
-// cuts one link, Isolate(node) all of a node's links, Heal undoes both; a
-// node goes down by closing its Network and restarts by asking the hub for
-// it again. Watch reports each change of a peer's reachability.
+// Network is the seam every cluster piece codes against. It has two
+// implementations with one contract: the gRPC Network (NewGRPC) and the
+// in-memory twin (NewInmemHub) for fast tests. Node names are the
+// raft.ServerAddress values; errors that cross nodes are gRPC status errors
+// (Unavailable for a peer that cannot be reached, a closed Network or group,
+// or a group the target has not opened; Canceled or DeadlineExceeded when
+// the caller's context ends; a handler's own code otherwise, Unknown for a
+// plain error). The Raft, Call and Watch tests run on both.
 //
 // # Group transports
 //
-// Group(id) is a raft.Transport (with WithClose and WithPreVote) whose
-// ServerAddress values are node names. Shared by both implementations: an
-// RPC that arrives for a group goes to Raft's consumer channel, except a
-// heartbeat (an empty AppendEntries), which goes to the handler Raft sets
-// with SetHeartbeatHandler so it never waits behind a group busy on disk.
-// Each RPC is bounded by DefaultRPCTimeout (an InstallSnapshot gets one
-// more second per MiB); closing the transport fails the RPCs in flight,
-// closes its AppendEntries pipelines and frees the id for a new transport.
+// Group(id) is a raft.Transport (with WithClose and WithPreVote), shared by
+// both Networks (group.go, pipeline.go). An RPC that arrives for a group
+// goes to Raft's consumer channel, except a heartbeat (an empty
+// AppendEntries), which goes to the handler Raft sets with
+// SetHeartbeatHandler, so it never waits behind a group busy on disk. Each
+// RPC is bounded by DefaultRPCTimeout (an InstallSnapshot gets one more
+// second per MiB). Closing the transport fails its RPCs in flight, closes
+// its pipelines and frees the id. AppendEntriesPipeline: over gRPC, appends
+// go out at once (up to 128 under way) and their futures come back in
+// order; over the twin, one after the other.
 //
-// Lock chains that cross packages are in one list: LOCKS.md at the
-// repository root. Locks here are leaves: no lock is held while a handler,
-// a watcher or Raft code runs (InmemHub.mu → watchers.mu is the one nesting,
-// and watchers.mu only guards a queue).
+// # The gRPC Network
+//
+// Connections. A node dials each peer once: one grpc.ClientConn per peer,
+// by node name through a resolver that gives the address SetAddress
+// recorded (Hello asks the node behind a seed address for its name). gRPC
+// redials a peer that went away with backoff (0.1 s doubling to 2 s); a
+// changed address replaces the connection. Requests flow on the sender's
+// own connection, answers come back on the same stream, so each direction
+// of a node pair has its connection.
+//
+// Streams. On each connection, up to three long-lived bidirectional
+// streams, opened on first use and again after one breaks (clusterpb's
+// Cluster service): control (heartbeats, votes, pre-votes, timeout-now:
+// never queued behind appends), data (AppendEntries including the
+// pipeline's, node-level Calls), snapshot (InstallSnapshot, its data in
+// 256 KiB chunks that the receiving Raft reads through a pipe; one slow
+// snapshot holds up the others on that stream, never votes or appends).
+// Every message carries its group id and a request id (its answer, chunks
+// and cancel carry the same id) and the caller's remaining timeout. The
+// receiver hands a group's appends on the data stream to Raft in the order
+// they came, and runs everything else concurrently.
+//
+// Framing and batching. A stream's sender has a queue and one writer: the
+// writer takes everything queued and sends it as one Frame (a repeated
+// Message; a frame is filled to 1 MiB, a bigger message goes alone), and
+// what is queued while it sends goes in the next frame. Under load, the
+// heartbeats or appends of many groups share a frame (BenchmarkGRPC: about
+// 100 messages a frame with 1,000 groups at once, one with a single group).
+// A queue holding 4 MiB makes senders wait (a bigger message goes in alone).
+//
+// Security. Every call and stream carries the join secret in its metadata;
+// the receiver compares it in constant time and refuses a peer without it
+// with codes.Unauthenticated before reading anything of it, logging the
+// peer's address (once a minute per address). With Config.TLS, connections
+// are mutual TLS: the listener requires and verifies a client certificate,
+// the dialler verifies the server's against the host of the address it
+// dialled. Peer input is bounded (MaxMessageBytes a message, 65,536
+// requests under way a stream) and checked before Raft sees it (convert.go:
+// known log types, configurations that decode, snapshot version and size);
+// a malformed message closes its stream with InvalidArgument and is logged,
+// never panics.
+//
+// Failure signal. Watch reports each peer up when its connection is ready
+// and down when it breaks or cannot be made (refused, reset, or a
+// keepalive unanswered for Config.KeepaliveInterval after another
+// interval): one event per node, not per group, for the Raft groups to
+// start elections in the groups a dead node led.
+//
+// # The in-memory twin
+//
+// InmemHub connects Networks in one process (hub.Network(name) per node).
+// Requests and answers are copied as if they crossed a wire; handlers run
+// on goroutines of their own; calls and RPCs in flight when their link is
+// cut fail with Unavailable. Fault controls: Partition(a, b) cuts one link,
+// Isolate(node) all of a node's links, Heal undoes both; a node goes down
+// by closing its Network and restarts by asking the hub for it again. Watch
+// reports each change of a peer's reachability.
+//
+// # Concurrency
+//
+// Every exported method is safe for concurrent use. No lock is held while a
+// handler, a watcher or Raft code runs. Locks are leaves except
+// InmemHub.mu → watchers.mu (which only guards a queue), GRPCNetwork.mu
+// while it dials, and peerConn.mu while it opens a stream. Lock chains that
+// cross packages are in one list: LOCKS.md at the repository root.
 package transport

@@ -446,7 +446,7 @@ func (s *service) serve(st grpc.BidiStreamingServer[pb.Frame, pb.Frame], kind st
 		return err
 	}
 	l := &serverLink{
-		link: newLink(st.Context(), st, &s.n.stats, s.n.maxMsg+frameBytes),
+		link: newLink(st.Context(), st, &s.n.stats, queueBytes),
 		n:    s.n, kind: kind, from: from,
 		inflight: map[uint64]context.CancelFunc{}, queues: map[string][]func(){}, snaps: map[uint64]*snapIn{},
 	}

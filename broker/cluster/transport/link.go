@@ -47,6 +47,10 @@ type link struct {
 // frameBytes is the size a frame is filled to (a bigger message goes alone).
 const frameBytes = 1 << 20
 
+// queueBytes is how much a stream's queue holds before senders wait (a
+// bigger message is let in alone).
+const queueBytes = 4 << 20
+
 func newLink(ctx context.Context, s frameStream, stats *counters, limit int) *link {
 	lctx, cancel := context.WithCancelCause(ctx)
 	l := &link{s: s, stats: stats, ctx: lctx, cancel: cancel, limit: limit,

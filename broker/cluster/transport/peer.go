@@ -102,7 +102,7 @@ func (p *peerConn) link(ctx context.Context, kind streamKind) (*clientLink, erro
 		}
 		return nil, unavailable(p.node, err)
 	}
-	l := newClientLink(sctx, p.node, s, &p.n.stats, p.n.maxMsg+frameBytes)
+	l := newClientLink(sctx, p.node, s, &p.n.stats, queueBytes)
 	go func() {
 		<-l.ctx.Done()
 		cancel()

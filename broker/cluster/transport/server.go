@@ -12,6 +12,7 @@ import (
 	pb "github.com/warrenmq/warren/broker/cluster/clusterpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // streamKind names the three streams a node opens to each peer.
@@ -265,6 +266,9 @@ func (s *serverLink) requestContext(m *pb.Message) (context.Context, context.Can
 
 // answer sends the answer (or error status) of request id.
 func (s *serverLink) answer(id uint64, resp *pb.Message, err error) {
+	if err == nil && proto.Size(resp) > s.n.maxMsg {
+		err = status.Errorf(codes.ResourceExhausted, "answer of %d bytes (limit %d)", proto.Size(resp), s.n.maxMsg)
+	}
 	if err != nil {
 		st := status.Convert(asStatus(err))
 		resp = &pb.Message{Body: &pb.Message_Error{Error: &pb.Status{Code: int32(st.Code()), Message: st.Message()}}}
@@ -287,7 +291,8 @@ func (s *serverLink) install(m *pb.Message, group string, req *raft.InstallSnaps
 		s.mu.Unlock()
 		return malformed("snapshot id %d reused", m.GetId())
 	}
-	s.snaps[m.GetId()] = &snapIn{w: w, left: req.Size}
+	id := m.GetId()
+	s.snaps[id] = &snapIn{w: w, left: req.Size}
 	s.mu.Unlock()
 	start := s.raftStart(group, req, r)
 	return s.run(m, now(func(ctx context.Context) (*pb.Message, error) {
@@ -298,7 +303,10 @@ func (s *serverLink) install(m *pb.Message, group string, req *raft.InstallSnaps
 			}
 			return wait()
 		}()
-		r.CloseWithError(errSnapshotDone) // later chunks are dropped
+		r.CloseWithError(errSnapshotDone)
+		s.mu.Lock()
+		delete(s.snaps, id) // later chunks are dropped
+		s.mu.Unlock()
 		return resp, err
 	}), "")
 }

@@ -180,6 +180,7 @@ type Message struct {
 	//	*Message_CallResp
 	//	*Message_Error
 	//	*Message_Cancel
+	//	*Message_Ping
 	Body          isMessage_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -378,6 +379,15 @@ func (x *Message) GetCancel() *Cancel {
 	return nil
 }
 
+func (x *Message) GetPing() *Ping {
+	if x != nil {
+		if x, ok := x.Body.(*Message_Ping); ok {
+			return x.Ping
+		}
+	}
+	return nil
+}
+
 type isMessage_Body interface {
 	isMessage_Body()
 }
@@ -444,6 +454,13 @@ type Message_Cancel struct {
 	Cancel *Cancel `protobuf:"bytes,24,opt,name=cancel,proto3,oneof"`
 }
 
+type Message_Ping struct {
+	// ping is the node heartbeat on the control stream, answered with a
+	// ping of the same id: a peer that stops answering is down even while
+	// its connection stands (a hung process, a black-holed link).
+	Ping *Ping `protobuf:"bytes,25,opt,name=ping,proto3,oneof"`
+}
+
 func (*Message_AppendEntries) isMessage_Body() {}
 
 func (*Message_AppendEntriesResp) isMessage_Body() {}
@@ -473,6 +490,8 @@ func (*Message_CallResp) isMessage_Body() {}
 func (*Message_Error) isMessage_Body() {}
 
 func (*Message_Cancel) isMessage_Body() {}
+
+func (*Message_Ping) isMessage_Body() {}
 
 // Status is a gRPC status: code and message.
 type Status struct {
@@ -563,6 +582,42 @@ func (*Cancel) Descriptor() ([]byte, []int) {
 	return file_cluster_proto_rawDescGZIP(), []int{5}
 }
 
+type Ping struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Ping) Reset() {
+	*x = Ping{}
+	mi := &file_cluster_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Ping) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Ping) ProtoMessage() {}
+
+func (x *Ping) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Ping.ProtoReflect.Descriptor instead.
+func (*Ping) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{6}
+}
+
 type CallRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Method        string                 `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
@@ -573,7 +628,7 @@ type CallRequest struct {
 
 func (x *CallRequest) Reset() {
 	*x = CallRequest{}
-	mi := &file_cluster_proto_msgTypes[6]
+	mi := &file_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -585,7 +640,7 @@ func (x *CallRequest) String() string {
 func (*CallRequest) ProtoMessage() {}
 
 func (x *CallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[6]
+	mi := &file_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +653,7 @@ func (x *CallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallRequest.ProtoReflect.Descriptor instead.
 func (*CallRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{6}
+	return file_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CallRequest) GetMethod() string {
@@ -624,7 +679,7 @@ type CallResponse struct {
 
 func (x *CallResponse) Reset() {
 	*x = CallResponse{}
-	mi := &file_cluster_proto_msgTypes[7]
+	mi := &file_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +691,7 @@ func (x *CallResponse) String() string {
 func (*CallResponse) ProtoMessage() {}
 
 func (x *CallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[7]
+	mi := &file_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +704,7 @@ func (x *CallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallResponse.ProtoReflect.Descriptor instead.
 func (*CallResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{7}
+	return file_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CallResponse) GetPayload() []byte {
@@ -671,7 +726,7 @@ type RPCHeader struct {
 
 func (x *RPCHeader) Reset() {
 	*x = RPCHeader{}
-	mi := &file_cluster_proto_msgTypes[8]
+	mi := &file_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +738,7 @@ func (x *RPCHeader) String() string {
 func (*RPCHeader) ProtoMessage() {}
 
 func (x *RPCHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[8]
+	mi := &file_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +751,7 @@ func (x *RPCHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RPCHeader.ProtoReflect.Descriptor instead.
 func (*RPCHeader) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{8}
+	return file_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RPCHeader) GetProtocolVersion() int64 {
@@ -736,7 +791,7 @@ type Log struct {
 
 func (x *Log) Reset() {
 	*x = Log{}
-	mi := &file_cluster_proto_msgTypes[9]
+	mi := &file_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +803,7 @@ func (x *Log) String() string {
 func (*Log) ProtoMessage() {}
 
 func (x *Log) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[9]
+	mi := &file_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +816,7 @@ func (x *Log) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Log.ProtoReflect.Descriptor instead.
 func (*Log) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{9}
+	return file_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Log) GetIndex() uint64 {
@@ -821,7 +876,7 @@ type AppendEntriesRequest struct {
 
 func (x *AppendEntriesRequest) Reset() {
 	*x = AppendEntriesRequest{}
-	mi := &file_cluster_proto_msgTypes[10]
+	mi := &file_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +888,7 @@ func (x *AppendEntriesRequest) String() string {
 func (*AppendEntriesRequest) ProtoMessage() {}
 
 func (x *AppendEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[10]
+	mi := &file_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +901,7 @@ func (x *AppendEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEntriesRequest.ProtoReflect.Descriptor instead.
 func (*AppendEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{10}
+	return file_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AppendEntriesRequest) GetHeader() *RPCHeader {
@@ -911,7 +966,7 @@ type AppendEntriesResponse struct {
 
 func (x *AppendEntriesResponse) Reset() {
 	*x = AppendEntriesResponse{}
-	mi := &file_cluster_proto_msgTypes[11]
+	mi := &file_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +978,7 @@ func (x *AppendEntriesResponse) String() string {
 func (*AppendEntriesResponse) ProtoMessage() {}
 
 func (x *AppendEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[11]
+	mi := &file_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +991,7 @@ func (x *AppendEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEntriesResponse.ProtoReflect.Descriptor instead.
 func (*AppendEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{11}
+	return file_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AppendEntriesResponse) GetHeader() *RPCHeader {
@@ -988,7 +1043,7 @@ type RequestVoteRequest struct {
 
 func (x *RequestVoteRequest) Reset() {
 	*x = RequestVoteRequest{}
-	mi := &file_cluster_proto_msgTypes[12]
+	mi := &file_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1055,7 @@ func (x *RequestVoteRequest) String() string {
 func (*RequestVoteRequest) ProtoMessage() {}
 
 func (x *RequestVoteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[12]
+	mi := &file_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1068,7 @@ func (x *RequestVoteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestVoteRequest.ProtoReflect.Descriptor instead.
 func (*RequestVoteRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{12}
+	return file_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RequestVoteRequest) GetHeader() *RPCHeader {
@@ -1070,7 +1125,7 @@ type RequestVoteResponse struct {
 
 func (x *RequestVoteResponse) Reset() {
 	*x = RequestVoteResponse{}
-	mi := &file_cluster_proto_msgTypes[13]
+	mi := &file_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1137,7 @@ func (x *RequestVoteResponse) String() string {
 func (*RequestVoteResponse) ProtoMessage() {}
 
 func (x *RequestVoteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[13]
+	mi := &file_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1150,7 @@ func (x *RequestVoteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestVoteResponse.ProtoReflect.Descriptor instead.
 func (*RequestVoteResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{13}
+	return file_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RequestVoteResponse) GetHeader() *RPCHeader {
@@ -1138,7 +1193,7 @@ type RequestPreVoteRequest struct {
 
 func (x *RequestPreVoteRequest) Reset() {
 	*x = RequestPreVoteRequest{}
-	mi := &file_cluster_proto_msgTypes[14]
+	mi := &file_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1205,7 @@ func (x *RequestPreVoteRequest) String() string {
 func (*RequestPreVoteRequest) ProtoMessage() {}
 
 func (x *RequestPreVoteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[14]
+	mi := &file_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1218,7 @@ func (x *RequestPreVoteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestPreVoteRequest.ProtoReflect.Descriptor instead.
 func (*RequestPreVoteRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{14}
+	return file_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RequestPreVoteRequest) GetHeader() *RPCHeader {
@@ -1205,7 +1260,7 @@ type RequestPreVoteResponse struct {
 
 func (x *RequestPreVoteResponse) Reset() {
 	*x = RequestPreVoteResponse{}
-	mi := &file_cluster_proto_msgTypes[15]
+	mi := &file_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1272,7 @@ func (x *RequestPreVoteResponse) String() string {
 func (*RequestPreVoteResponse) ProtoMessage() {}
 
 func (x *RequestPreVoteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[15]
+	mi := &file_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1285,7 @@ func (x *RequestPreVoteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestPreVoteResponse.ProtoReflect.Descriptor instead.
 func (*RequestPreVoteResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{15}
+	return file_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RequestPreVoteResponse) GetHeader() *RPCHeader {
@@ -1263,7 +1318,7 @@ type TimeoutNowRequest struct {
 
 func (x *TimeoutNowRequest) Reset() {
 	*x = TimeoutNowRequest{}
-	mi := &file_cluster_proto_msgTypes[16]
+	mi := &file_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1330,7 @@ func (x *TimeoutNowRequest) String() string {
 func (*TimeoutNowRequest) ProtoMessage() {}
 
 func (x *TimeoutNowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[16]
+	mi := &file_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1343,7 @@ func (x *TimeoutNowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeoutNowRequest.ProtoReflect.Descriptor instead.
 func (*TimeoutNowRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{16}
+	return file_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TimeoutNowRequest) GetHeader() *RPCHeader {
@@ -1307,7 +1362,7 @@ type TimeoutNowResponse struct {
 
 func (x *TimeoutNowResponse) Reset() {
 	*x = TimeoutNowResponse{}
-	mi := &file_cluster_proto_msgTypes[17]
+	mi := &file_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1374,7 @@ func (x *TimeoutNowResponse) String() string {
 func (*TimeoutNowResponse) ProtoMessage() {}
 
 func (x *TimeoutNowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[17]
+	mi := &file_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1387,7 @@ func (x *TimeoutNowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeoutNowResponse.ProtoReflect.Descriptor instead.
 func (*TimeoutNowResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{17}
+	return file_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TimeoutNowResponse) GetHeader() *RPCHeader {
@@ -1362,7 +1417,7 @@ type InstallSnapshotRequest struct {
 
 func (x *InstallSnapshotRequest) Reset() {
 	*x = InstallSnapshotRequest{}
-	mi := &file_cluster_proto_msgTypes[18]
+	mi := &file_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1429,7 @@ func (x *InstallSnapshotRequest) String() string {
 func (*InstallSnapshotRequest) ProtoMessage() {}
 
 func (x *InstallSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[18]
+	mi := &file_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1442,7 @@ func (x *InstallSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*InstallSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{18}
+	return file_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InstallSnapshotRequest) GetHeader() *RPCHeader {
@@ -1471,7 +1526,7 @@ type InstallSnapshotResponse struct {
 
 func (x *InstallSnapshotResponse) Reset() {
 	*x = InstallSnapshotResponse{}
-	mi := &file_cluster_proto_msgTypes[19]
+	mi := &file_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1538,7 @@ func (x *InstallSnapshotResponse) String() string {
 func (*InstallSnapshotResponse) ProtoMessage() {}
 
 func (x *InstallSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[19]
+	mi := &file_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1551,7 @@ func (x *InstallSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstallSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*InstallSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{19}
+	return file_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InstallSnapshotResponse) GetHeader() *RPCHeader {
@@ -1531,7 +1586,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_cluster_proto_msgTypes[20]
+	mi := &file_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1598,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[20]
+	mi := &file_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1611,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{20}
+	return file_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -1582,7 +1637,8 @@ const file_cluster_proto_rawDesc = "" +
 	"\rHelloResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\"?\n" +
 	"\x05Frame\x126\n" +
-	"\bmessages\x18\x01 \x03(\v2\x1a.warren.cluster.v1.MessageR\bmessages\"\xdb\t\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1a.warren.cluster.v1.MessageR\bmessages\"\x8a\n" +
+	"\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x1d\n" +
@@ -1604,12 +1660,14 @@ const file_cluster_proto_rawDesc = "" +
 	"\x04call\x18\x15 \x01(\v2\x1e.warren.cluster.v1.CallRequestH\x00R\x04call\x12>\n" +
 	"\tcall_resp\x18\x16 \x01(\v2\x1f.warren.cluster.v1.CallResponseH\x00R\bcallResp\x121\n" +
 	"\x05error\x18\x17 \x01(\v2\x19.warren.cluster.v1.StatusH\x00R\x05error\x123\n" +
-	"\x06cancel\x18\x18 \x01(\v2\x19.warren.cluster.v1.CancelH\x00R\x06cancelB\x06\n" +
+	"\x06cancel\x18\x18 \x01(\v2\x19.warren.cluster.v1.CancelH\x00R\x06cancel\x12-\n" +
+	"\x04ping\x18\x19 \x01(\v2\x17.warren.cluster.v1.PingH\x00R\x04pingB\x06\n" +
 	"\x04body\"6\n" +
 	"\x06Status\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"\b\n" +
-	"\x06Cancel\"?\n" +
+	"\x06Cancel\"\x06\n" +
+	"\x04Ping\"?\n" +
 	"\vCallRequest\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\"(\n" +
@@ -1704,7 +1762,7 @@ func file_cluster_proto_rawDescGZIP() []byte {
 	return file_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_cluster_proto_goTypes = []any{
 	(*HelloRequest)(nil),            // 0: warren.cluster.v1.HelloRequest
 	(*HelloResponse)(nil),           // 1: warren.cluster.v1.HelloResponse
@@ -1712,63 +1770,65 @@ var file_cluster_proto_goTypes = []any{
 	(*Message)(nil),                 // 3: warren.cluster.v1.Message
 	(*Status)(nil),                  // 4: warren.cluster.v1.Status
 	(*Cancel)(nil),                  // 5: warren.cluster.v1.Cancel
-	(*CallRequest)(nil),             // 6: warren.cluster.v1.CallRequest
-	(*CallResponse)(nil),            // 7: warren.cluster.v1.CallResponse
-	(*RPCHeader)(nil),               // 8: warren.cluster.v1.RPCHeader
-	(*Log)(nil),                     // 9: warren.cluster.v1.Log
-	(*AppendEntriesRequest)(nil),    // 10: warren.cluster.v1.AppendEntriesRequest
-	(*AppendEntriesResponse)(nil),   // 11: warren.cluster.v1.AppendEntriesResponse
-	(*RequestVoteRequest)(nil),      // 12: warren.cluster.v1.RequestVoteRequest
-	(*RequestVoteResponse)(nil),     // 13: warren.cluster.v1.RequestVoteResponse
-	(*RequestPreVoteRequest)(nil),   // 14: warren.cluster.v1.RequestPreVoteRequest
-	(*RequestPreVoteResponse)(nil),  // 15: warren.cluster.v1.RequestPreVoteResponse
-	(*TimeoutNowRequest)(nil),       // 16: warren.cluster.v1.TimeoutNowRequest
-	(*TimeoutNowResponse)(nil),      // 17: warren.cluster.v1.TimeoutNowResponse
-	(*InstallSnapshotRequest)(nil),  // 18: warren.cluster.v1.InstallSnapshotRequest
-	(*InstallSnapshotResponse)(nil), // 19: warren.cluster.v1.InstallSnapshotResponse
-	(*SnapshotChunk)(nil),           // 20: warren.cluster.v1.SnapshotChunk
+	(*Ping)(nil),                    // 6: warren.cluster.v1.Ping
+	(*CallRequest)(nil),             // 7: warren.cluster.v1.CallRequest
+	(*CallResponse)(nil),            // 8: warren.cluster.v1.CallResponse
+	(*RPCHeader)(nil),               // 9: warren.cluster.v1.RPCHeader
+	(*Log)(nil),                     // 10: warren.cluster.v1.Log
+	(*AppendEntriesRequest)(nil),    // 11: warren.cluster.v1.AppendEntriesRequest
+	(*AppendEntriesResponse)(nil),   // 12: warren.cluster.v1.AppendEntriesResponse
+	(*RequestVoteRequest)(nil),      // 13: warren.cluster.v1.RequestVoteRequest
+	(*RequestVoteResponse)(nil),     // 14: warren.cluster.v1.RequestVoteResponse
+	(*RequestPreVoteRequest)(nil),   // 15: warren.cluster.v1.RequestPreVoteRequest
+	(*RequestPreVoteResponse)(nil),  // 16: warren.cluster.v1.RequestPreVoteResponse
+	(*TimeoutNowRequest)(nil),       // 17: warren.cluster.v1.TimeoutNowRequest
+	(*TimeoutNowResponse)(nil),      // 18: warren.cluster.v1.TimeoutNowResponse
+	(*InstallSnapshotRequest)(nil),  // 19: warren.cluster.v1.InstallSnapshotRequest
+	(*InstallSnapshotResponse)(nil), // 20: warren.cluster.v1.InstallSnapshotResponse
+	(*SnapshotChunk)(nil),           // 21: warren.cluster.v1.SnapshotChunk
 }
 var file_cluster_proto_depIdxs = []int32{
 	3,  // 0: warren.cluster.v1.Frame.messages:type_name -> warren.cluster.v1.Message
-	10, // 1: warren.cluster.v1.Message.append_entries:type_name -> warren.cluster.v1.AppendEntriesRequest
-	11, // 2: warren.cluster.v1.Message.append_entries_resp:type_name -> warren.cluster.v1.AppendEntriesResponse
-	12, // 3: warren.cluster.v1.Message.request_vote:type_name -> warren.cluster.v1.RequestVoteRequest
-	13, // 4: warren.cluster.v1.Message.request_vote_resp:type_name -> warren.cluster.v1.RequestVoteResponse
-	14, // 5: warren.cluster.v1.Message.request_pre_vote:type_name -> warren.cluster.v1.RequestPreVoteRequest
-	15, // 6: warren.cluster.v1.Message.request_pre_vote_resp:type_name -> warren.cluster.v1.RequestPreVoteResponse
-	16, // 7: warren.cluster.v1.Message.timeout_now:type_name -> warren.cluster.v1.TimeoutNowRequest
-	17, // 8: warren.cluster.v1.Message.timeout_now_resp:type_name -> warren.cluster.v1.TimeoutNowResponse
-	18, // 9: warren.cluster.v1.Message.install_snapshot:type_name -> warren.cluster.v1.InstallSnapshotRequest
-	19, // 10: warren.cluster.v1.Message.install_snapshot_resp:type_name -> warren.cluster.v1.InstallSnapshotResponse
-	20, // 11: warren.cluster.v1.Message.snapshot_chunk:type_name -> warren.cluster.v1.SnapshotChunk
-	6,  // 12: warren.cluster.v1.Message.call:type_name -> warren.cluster.v1.CallRequest
-	7,  // 13: warren.cluster.v1.Message.call_resp:type_name -> warren.cluster.v1.CallResponse
+	11, // 1: warren.cluster.v1.Message.append_entries:type_name -> warren.cluster.v1.AppendEntriesRequest
+	12, // 2: warren.cluster.v1.Message.append_entries_resp:type_name -> warren.cluster.v1.AppendEntriesResponse
+	13, // 3: warren.cluster.v1.Message.request_vote:type_name -> warren.cluster.v1.RequestVoteRequest
+	14, // 4: warren.cluster.v1.Message.request_vote_resp:type_name -> warren.cluster.v1.RequestVoteResponse
+	15, // 5: warren.cluster.v1.Message.request_pre_vote:type_name -> warren.cluster.v1.RequestPreVoteRequest
+	16, // 6: warren.cluster.v1.Message.request_pre_vote_resp:type_name -> warren.cluster.v1.RequestPreVoteResponse
+	17, // 7: warren.cluster.v1.Message.timeout_now:type_name -> warren.cluster.v1.TimeoutNowRequest
+	18, // 8: warren.cluster.v1.Message.timeout_now_resp:type_name -> warren.cluster.v1.TimeoutNowResponse
+	19, // 9: warren.cluster.v1.Message.install_snapshot:type_name -> warren.cluster.v1.InstallSnapshotRequest
+	20, // 10: warren.cluster.v1.Message.install_snapshot_resp:type_name -> warren.cluster.v1.InstallSnapshotResponse
+	21, // 11: warren.cluster.v1.Message.snapshot_chunk:type_name -> warren.cluster.v1.SnapshotChunk
+	7,  // 12: warren.cluster.v1.Message.call:type_name -> warren.cluster.v1.CallRequest
+	8,  // 13: warren.cluster.v1.Message.call_resp:type_name -> warren.cluster.v1.CallResponse
 	4,  // 14: warren.cluster.v1.Message.error:type_name -> warren.cluster.v1.Status
 	5,  // 15: warren.cluster.v1.Message.cancel:type_name -> warren.cluster.v1.Cancel
-	8,  // 16: warren.cluster.v1.AppendEntriesRequest.header:type_name -> warren.cluster.v1.RPCHeader
-	9,  // 17: warren.cluster.v1.AppendEntriesRequest.entries:type_name -> warren.cluster.v1.Log
-	8,  // 18: warren.cluster.v1.AppendEntriesResponse.header:type_name -> warren.cluster.v1.RPCHeader
-	8,  // 19: warren.cluster.v1.RequestVoteRequest.header:type_name -> warren.cluster.v1.RPCHeader
-	8,  // 20: warren.cluster.v1.RequestVoteResponse.header:type_name -> warren.cluster.v1.RPCHeader
-	8,  // 21: warren.cluster.v1.RequestPreVoteRequest.header:type_name -> warren.cluster.v1.RPCHeader
-	8,  // 22: warren.cluster.v1.RequestPreVoteResponse.header:type_name -> warren.cluster.v1.RPCHeader
-	8,  // 23: warren.cluster.v1.TimeoutNowRequest.header:type_name -> warren.cluster.v1.RPCHeader
-	8,  // 24: warren.cluster.v1.TimeoutNowResponse.header:type_name -> warren.cluster.v1.RPCHeader
-	8,  // 25: warren.cluster.v1.InstallSnapshotRequest.header:type_name -> warren.cluster.v1.RPCHeader
-	8,  // 26: warren.cluster.v1.InstallSnapshotResponse.header:type_name -> warren.cluster.v1.RPCHeader
-	0,  // 27: warren.cluster.v1.Cluster.Hello:input_type -> warren.cluster.v1.HelloRequest
-	2,  // 28: warren.cluster.v1.Cluster.Control:input_type -> warren.cluster.v1.Frame
-	2,  // 29: warren.cluster.v1.Cluster.Data:input_type -> warren.cluster.v1.Frame
-	2,  // 30: warren.cluster.v1.Cluster.Snapshot:input_type -> warren.cluster.v1.Frame
-	1,  // 31: warren.cluster.v1.Cluster.Hello:output_type -> warren.cluster.v1.HelloResponse
-	2,  // 32: warren.cluster.v1.Cluster.Control:output_type -> warren.cluster.v1.Frame
-	2,  // 33: warren.cluster.v1.Cluster.Data:output_type -> warren.cluster.v1.Frame
-	2,  // 34: warren.cluster.v1.Cluster.Snapshot:output_type -> warren.cluster.v1.Frame
-	31, // [31:35] is the sub-list for method output_type
-	27, // [27:31] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	6,  // 16: warren.cluster.v1.Message.ping:type_name -> warren.cluster.v1.Ping
+	9,  // 17: warren.cluster.v1.AppendEntriesRequest.header:type_name -> warren.cluster.v1.RPCHeader
+	10, // 18: warren.cluster.v1.AppendEntriesRequest.entries:type_name -> warren.cluster.v1.Log
+	9,  // 19: warren.cluster.v1.AppendEntriesResponse.header:type_name -> warren.cluster.v1.RPCHeader
+	9,  // 20: warren.cluster.v1.RequestVoteRequest.header:type_name -> warren.cluster.v1.RPCHeader
+	9,  // 21: warren.cluster.v1.RequestVoteResponse.header:type_name -> warren.cluster.v1.RPCHeader
+	9,  // 22: warren.cluster.v1.RequestPreVoteRequest.header:type_name -> warren.cluster.v1.RPCHeader
+	9,  // 23: warren.cluster.v1.RequestPreVoteResponse.header:type_name -> warren.cluster.v1.RPCHeader
+	9,  // 24: warren.cluster.v1.TimeoutNowRequest.header:type_name -> warren.cluster.v1.RPCHeader
+	9,  // 25: warren.cluster.v1.TimeoutNowResponse.header:type_name -> warren.cluster.v1.RPCHeader
+	9,  // 26: warren.cluster.v1.InstallSnapshotRequest.header:type_name -> warren.cluster.v1.RPCHeader
+	9,  // 27: warren.cluster.v1.InstallSnapshotResponse.header:type_name -> warren.cluster.v1.RPCHeader
+	0,  // 28: warren.cluster.v1.Cluster.Hello:input_type -> warren.cluster.v1.HelloRequest
+	2,  // 29: warren.cluster.v1.Cluster.Control:input_type -> warren.cluster.v1.Frame
+	2,  // 30: warren.cluster.v1.Cluster.Data:input_type -> warren.cluster.v1.Frame
+	2,  // 31: warren.cluster.v1.Cluster.Snapshot:input_type -> warren.cluster.v1.Frame
+	1,  // 32: warren.cluster.v1.Cluster.Hello:output_type -> warren.cluster.v1.HelloResponse
+	2,  // 33: warren.cluster.v1.Cluster.Control:output_type -> warren.cluster.v1.Frame
+	2,  // 34: warren.cluster.v1.Cluster.Data:output_type -> warren.cluster.v1.Frame
+	2,  // 35: warren.cluster.v1.Cluster.Snapshot:output_type -> warren.cluster.v1.Frame
+	32, // [32:36] is the sub-list for method output_type
+	28, // [28:32] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_cluster_proto_init() }
@@ -1792,6 +1852,7 @@ func file_cluster_proto_init() {
 		(*Message_CallResp)(nil),
 		(*Message_Error)(nil),
 		(*Message_Cancel)(nil),
+		(*Message_Ping)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1799,7 +1860,7 @@ func file_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

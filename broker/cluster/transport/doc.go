@@ -67,10 +67,14 @@
 // never panics.
 //
 // Failure signal. Watch reports each peer up when its connection is ready
-// and down when it breaks or cannot be made (refused, reset, or a
-// keepalive unanswered for Config.KeepaliveInterval after another
-// interval): one event per node, not per group, for the Raft groups to
-// start elections in the groups a dead node led.
+// and down when it breaks or cannot be made (refused, reset) or when the
+// peer stops answering the node heartbeat: a ping on the control stream
+// every Config.PingInterval (500 ms), down when one is not answered within
+// Config.PingTimeout (2 s) although the connection stands (a hung process,
+// a black-holed link), up again when one is. One event per node, not per
+// group: the Raft groups start elections in the groups a dead node led.
+// gRPC's own keepalive (Config.KeepaliveInterval, 10 s at least on the
+// dialling side) closes a connection that stays silent.
 //
 // # The in-memory twin
 //

@@ -48,8 +48,13 @@ type Config struct {
 	// MaxMessageBytes bounds one message (an AppendEntries with its
 	// entries, a call's request or answer); default DefaultMaxMessageBytes.
 	MaxMessageBytes int
-	// KeepaliveInterval is how often an idle connection is probed; a peer
-	// that does not answer within another interval is down (default 5 s).
+	// PingInterval is how often a node heartbeat goes to each peer
+	// (default 500 ms); a peer that does not answer one within PingTimeout
+	// (default 2 s) is reported down (Watch) until it answers again.
+	PingInterval, PingTimeout time.Duration
+	// KeepaliveInterval is how often gRPC probes an idle connection; one
+	// unanswered for another interval is closed (default 10 s, gRPC's
+	// floor on the dialling side).
 	KeepaliveInterval time.Duration
 }
 
@@ -101,7 +106,13 @@ func NewGRPC(cfg Config) (*GRPCNetwork, error) {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if cfg.KeepaliveInterval <= 0 {
-		cfg.KeepaliveInterval = 5 * time.Second
+		cfg.KeepaliveInterval = 10 * time.Second
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 500 * time.Millisecond
+	}
+	if cfg.PingTimeout <= 0 {
+		cfg.PingTimeout = 2 * time.Second
 	}
 	ln := cfg.Listener
 	if ln == nil {
@@ -154,9 +165,10 @@ func (n *GRPCNetwork) Node() string                    { return n.core.node }
 func (n *GRPCNetwork) Group(id string) GroupTransport  { return n.core.group(id) }
 func (n *GRPCNetwork) Handle(method string, h Handler) { n.core.handle(method, h) }
 
-// Watch reports a peer up when its connection is ready and down when it
-// breaks or cannot be made (refused, reset, keepalive unanswered): for
-// every peer this node has an address for (SetAddress).
+// Watch reports a peer up when its connection is ready, and down when it
+// breaks or cannot be made (refused, reset, keepalive unanswered) or the
+// peer stops answering the node heartbeat: for every peer this node has an
+// address for (SetAddress).
 func (n *GRPCNetwork) Watch(fn func(node string, up bool)) func() { return n.watch.add(fn) }
 
 // SetAddress tells the Network where node listens ("host:port"). A changed

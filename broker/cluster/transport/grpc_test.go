@@ -168,6 +168,11 @@ func TestPeerRestartIsRedialled(t *testing.T) {
 	if _, err := a.Call(context.Background(), "n2", "echo", []byte("2")); status.Code(err) != codes.Unavailable {
 		t.Fatalf("call to a stopped peer: %v, want Unavailable", err)
 	}
+	eventually.True(t, 10*time.Second, "Watch saw n2 down", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(events) > 0 && !events[len(events)-1]
+	})
 	b2 := grpcNet(t, "n2", func(c *Config) { c.Addr = addr })
 	b2.Handle("echo", echo)
 	eventually.Succeeds(t, 15*time.Second, "calls reach the restarted peer", func() error {
@@ -281,4 +286,35 @@ func TestPipelineKeepsAppendsUnderWayInOrder(t *testing.T) {
 			t.Fatalf("future %d: request %d, answer LastLog %d", i, f.Request().Entries[0].Index, got)
 		}
 	}
+}
+
+// A peer that stops answering while its connection stands (a hung process,
+// a black-holed link) is reported down by the node heartbeat within its
+// timeout, and up again once it answers.
+func TestHungPeerIsReportedDown(t *testing.T) {
+	fast := func(c *Config) { c.PingInterval, c.PingTimeout = 100*time.Millisecond, 500*time.Millisecond }
+	a, b := grpcNet(t, "n1", fast), grpcNet(t, "n2", fast)
+	p := newProxy(t, b.Addr().String())
+	var mu sync.Mutex
+	state := map[string]bool{}
+	stop := a.Watch(func(node string, up bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		state[node] = up
+	})
+	defer stop()
+	is := func(up bool) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			v, ok := state["n2"]
+			return ok && v == up
+		}
+	}
+	must(t, a.SetAddress("n2", p.addr()))
+	eventually.True(t, 10*time.Second, "n2 up", is(true))
+	p.freeze(true)
+	eventually.True(t, 10*time.Second, "the hung n2 reported down", is(false))
+	p.freeze(false)
+	eventually.True(t, 10*time.Second, "n2 up again once it answers", is(true))
 }

@@ -19,7 +19,8 @@ import (
 // peerConn is this node's connection to one peer: a gRPC ClientConn dialled
 // by node name (the resolver gives the address SetAddress recorded; gRPC
 // redials with backoff when the peer goes away) and up to three streams on
-// it, opened on first use and again after one breaks.
+// it, opened on first use and again after one breaks; and its health for
+// Watch (connection state and the node heartbeat).
 type peerConn struct {
 	n      *GRPCNetwork
 	node   string
@@ -31,6 +32,9 @@ type peerConn struct {
 
 	mu    sync.Mutex
 	links [numKinds]*clientLink
+
+	hmu                         sync.Mutex // the peer's health, for Watch
+	ready, healthy, reported, up bool
 }
 
 // dial makes the connection to node at addr (under n.mu).
@@ -44,6 +48,7 @@ func (n *GRPCNetwork) dial(node, addr string) (*peerConn, error) {
 	p := &peerConn{n: n, node: node, conn: conn, client: pb.NewClusterClient(conn), ctx: n.outgoing(ctx), cancel: cancel}
 	conn.Connect()
 	go p.watchState()
+	go p.ping()
 	return p, nil
 }
 
@@ -111,30 +116,89 @@ func (p *peerConn) link(ctx context.Context, kind streamKind) (*clientLink, erro
 	return l, nil
 }
 
-// watchState reports the connection's changes to the Network's watchers:
-// up when ready, down when it broke (gRPC then idles it: it is reconnected
-// at once) or could not be made.
+// watchState follows the connection's state: ready or not.
 func (p *peerConn) watchState() {
-	known, up := false, false
 	for {
 		s := p.conn.GetState()
-		if s == connectivity.Idle {
+		switch s {
+		case connectivity.Ready:
+			p.setReady(true)
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			p.setReady(false)
+		case connectivity.Idle:
+			// A broken connection idles: reconnect at once.
 			p.conn.Connect()
-		}
-		switch {
-		case s == connectivity.Ready && (!known || !up):
-			known, up = true, true
-			p.n.log.Info("cluster peer up", "node", p.node)
-			p.n.watch.emit(p.node, true)
-		case (s == connectivity.TransientFailure || s == connectivity.Shutdown || s == connectivity.Idle && known) && (!known || up):
-			known, up = true, false
-			p.n.log.Info("cluster peer down", "node", p.node)
-			p.n.watch.emit(p.node, false)
+			p.hmu.Lock()
+			reported := p.reported
+			p.hmu.Unlock()
+			if reported {
+				p.setReady(false)
+			}
 		}
 		if s == connectivity.Shutdown || !p.conn.WaitForStateChange(p.ctx, s) {
 			return
 		}
 	}
+}
+
+// ping sends the node heartbeat every PingInterval while the connection is
+// ready: a peer that does not answer within PingTimeout is down until it
+// answers again.
+func (p *peerConn) ping() {
+	t := time.NewTicker(p.n.cfg.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if p.conn.GetState() != connectivity.Ready {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(p.ctx, p.n.cfg.PingTimeout)
+		l, err := p.link(ctx, control)
+		if err == nil {
+			_, err = l.roundTrip(ctx, &pb.Message{Body: &pb.Message_Ping{Ping: &pb.Ping{}}})
+		}
+		cancel()
+		p.setHealthy(err == nil)
+	}
+}
+
+func (p *peerConn) setReady(ready bool) {
+	p.hmu.Lock()
+	defer p.hmu.Unlock()
+	if ready && !p.ready {
+		p.healthy = true // a fresh connection starts healthy
+	}
+	p.ready = ready
+	p.reportLocked()
+}
+
+func (p *peerConn) setHealthy(healthy bool) {
+	p.hmu.Lock()
+	defer p.hmu.Unlock()
+	if p.ready {
+		p.healthy = healthy
+		p.reportLocked()
+	}
+}
+
+// reportLocked tells the watchers when the peer's state changed: up while
+// its connection is ready and it answers the node heartbeat.
+func (p *peerConn) reportLocked() {
+	up := p.ready && p.healthy
+	if p.reported && up == p.up {
+		return
+	}
+	p.reported, p.up = true, up
+	if up {
+		p.n.log.Info("cluster peer up", "node", p.node)
+	} else {
+		p.n.log.Warn("cluster peer down", "node", p.node)
+	}
+	p.n.watch.emit(p.node, up)
 }
 
 func (p *peerConn) close() {

@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -9,14 +8,17 @@ import (
 
 // proxy forwards TCP connections to a target and can cut them: while cut,
 // it resets the connections it carries and closes new ones at once (a
-// peer's connection refused or reset, as a partition looks to gRPC).
+// peer's connection refused or reset, as a partition looks to gRPC). While
+// frozen it holds every byte but keeps the connections (a hung peer, a
+// black-holed link).
 type proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
+	mu     sync.Mutex
+	cut    bool
+	frozen chan struct{} // non-nil while frozen; closed on thaw
+	conns  map[net.Conn]struct{}
 }
 
 func newProxy(t *testing.T, target string) *proxy {
@@ -67,7 +69,24 @@ func (p *proxy) run() {
 }
 
 func (p *proxy) pipe(dst, src net.Conn) {
-	_, _ = io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			frozen := p.frozen
+			p.mu.Unlock()
+			if frozen != nil {
+				<-frozen
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	_ = dst.Close()
 	_ = src.Close()
 	p.mu.Lock()
@@ -76,10 +95,27 @@ func (p *proxy) pipe(dst, src net.Conn) {
 	p.mu.Unlock()
 }
 
+// freeze holds the bytes of every connection (true) or lets them go (false).
+func (p *proxy) freeze(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case on && p.frozen == nil:
+		p.frozen = make(chan struct{})
+	case !on && p.frozen != nil:
+		close(p.frozen)
+		p.frozen = nil
+	}
+}
+
 func (p *proxy) setCut(cut bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = cut
+	if cut && p.frozen != nil {
+		close(p.frozen)
+		p.frozen = nil
+	}
 	if cut {
 		for c := range p.conns {
 			_ = c.Close()

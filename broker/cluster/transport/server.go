@@ -127,6 +127,9 @@ func (s *serverLink) dispatch(m *pb.Message) error {
 		}), "")
 	case *pb.Message_SnapshotChunk:
 		return s.chunk(m.GetId(), b.SnapshotChunk)
+	case *pb.Message_Ping:
+		s.answer(m.GetId(), &pb.Message{Body: &pb.Message_Ping{Ping: &pb.Ping{}}}, nil)
+		return nil
 	}
 	cmd, ok, err := raftBody(m)
 	switch {

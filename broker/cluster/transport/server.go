@@ -259,10 +259,22 @@ func (s *serverLink) drain(group string) {
 	}
 }
 
-// requestContext ends with the stream, the caller's cancel or its timeout.
+// maxRequestTime caps how long any request of a peer may run here.
+const maxRequestTime = time.Hour
+
+// requestContext ends with the stream, the caller's cancel or its timeout
+// (at most maxRequestTime). An InstallSnapshot without a timeout gets the
+// one its sender would have had, so a snapshot nobody reads never holds its
+// stream for long.
 func (s *serverLink) requestContext(m *pb.Message) (context.Context, context.CancelFunc) {
-	if us := m.GetTimeoutUs(); us > 0 {
-		return context.WithTimeout(s.ctx, time.Duration(min(us, int64(time.Hour/time.Microsecond)))*time.Microsecond)
+	d := time.Duration(min(max(m.GetTimeoutUs(), 0), int64(maxRequestTime/time.Microsecond))) * time.Microsecond
+	if d == 0 {
+		if in, ok := m.GetBody().(*pb.Message_InstallSnapshot); ok {
+			d = s.n.core.rpcTimeout + time.Duration(max(in.InstallSnapshot.GetSize(), 0)/snapshotRate)*time.Second
+		}
+	}
+	if d > 0 {
+		return context.WithTimeout(s.ctx, d)
 	}
 	return context.WithCancel(s.ctx)
 }

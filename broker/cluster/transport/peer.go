@@ -189,8 +189,8 @@ func (p *peerConn) setHealthy(healthy bool) {
 // its connection is ready and it answers the node heartbeat.
 func (p *peerConn) reportLocked() {
 	up := p.ready && p.healthy
-	if p.reported && up == p.up {
-		return
+	if p.reported && up == p.up || p.ctx.Err() != nil {
+		return // no news, or a closed connection (replaced: its successor reports)
 	}
 	p.reported, p.up = true, up
 	if up {

@@ -33,7 +33,7 @@ type peerConn struct {
 	mu    sync.Mutex
 	links [numKinds]*clientLink
 
-	hmu                         sync.Mutex // the peer's health, for Watch
+	hmu                          sync.Mutex // the peer's health, for Watch
 	ready, healthy, reported, up bool
 }
 

@@ -146,4 +146,3 @@ func (f *appendFuture) Request() *raft.AppendEntriesRequest { return f.args }
 func (f *appendFuture) Response() *raft.AppendEntriesResponse {
 	return f.resp
 }
-

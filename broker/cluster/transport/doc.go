@@ -29,10 +29,11 @@
 // Connections. A node dials each peer once: one grpc.ClientConn per peer,
 // by node name through a resolver that gives the address SetAddress
 // recorded (Hello asks the node behind a seed address for its name). gRPC
-// redials a peer that went away with backoff (0.1 s doubling to 2 s); a
-// changed address replaces the connection. Requests flow on the sender's
-// own connection, answers come back on the same stream, so each direction
-// of a node pair has its connection.
+// redials a peer that went away with backoff (0.1 s, growing 1.6 times a
+// try up to 2 s); a changed address replaces the connection. Requests flow
+// on the sender's own connection, answers come back on the same stream,
+// so each direction of a node pair has its connection. Close stops the
+// server (and closes its listener) and every connection.
 //
 // Streams. On each connection, up to three long-lived bidirectional
 // streams, opened on first use and again after one breaks (clusterpb's

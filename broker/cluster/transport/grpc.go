@@ -172,7 +172,8 @@ func (n *GRPCNetwork) Handle(method string, h Handler) { n.core.handle(method, h
 func (n *GRPCNetwork) Watch(fn func(node string, up bool)) func() { return n.watch.add(fn) }
 
 // SetAddress tells the Network where node listens ("host:port"). A changed
-// address replaces the connection to node.
+// address replaces the connection to node; an empty one closes it (a node
+// that left: calls to it fail with Unavailable, Watch says no more of it).
 func (n *GRPCNetwork) SetAddress(node, addr string) error {
 	if node == n.core.node {
 		return nil
@@ -185,11 +186,15 @@ func (n *GRPCNetwork) SetAddress(node, addr string) error {
 	if n.addrs[node] == addr {
 		return nil
 	}
-	n.addrs[node] = addr
 	if old := n.peers[node]; old != nil {
 		delete(n.peers, node)
 		go old.close()
 	}
+	if addr == "" {
+		delete(n.addrs, node)
+		return nil
+	}
+	n.addrs[node] = addr
 	p, err := n.dial(node, addr)
 	if err != nil {
 		return err

@@ -318,3 +318,16 @@ func TestHungPeerIsReportedDown(t *testing.T) {
 	p.freeze(false)
 	eventually.True(t, 10*time.Second, "n2 up again once it answers", is(true))
 }
+
+// An empty address forgets a node: calls to it fail with Unavailable.
+func TestSetAddressEmptyForgetsTheNode(t *testing.T) {
+	a, b := grpcNet(t, "n1", nil), grpcNet(t, "n2", nil)
+	b.Handle("echo", echo)
+	must(t, a.SetAddress("n2", b.Addr().String()))
+	_, err := a.Call(context.Background(), "n2", "echo", nil)
+	must(t, err)
+	must(t, a.SetAddress("n2", ""))
+	if _, err := a.Call(context.Background(), "n2", "echo", nil); status.Code(err) != codes.Unavailable {
+		t.Fatalf("call to a forgotten node: %v, want Unavailable", err)
+	}
+}

@@ -10,7 +10,7 @@ DATA_DIR ?= ./data
 FUZZTIME ?= 150000x
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build run test test-go prometheus test-fuzz test-interop test-security test-faults test-java-stream e2e lint generate proto bench bench-streams clean images manifests chart-crds docs-crd controller-gen controller-gen-path helm helm-path envtest
+.PHONY: all build run cluster-up test test-go prometheus test-fuzz test-interop test-security test-faults test-java-stream e2e lint generate proto bench bench-streams clean images manifests chart-crds docs-crd controller-gen controller-gen-path helm helm-path envtest
 
 all: build
 
@@ -21,6 +21,11 @@ build:
 ## run: start one broker with embedded defaults (data in ./data, guest/guest on loopback)
 run:
 	$(GO) run ./cmd/warren serve --data-dir $(DATA_DIR)
+
+## cluster-up: start a local cluster of N nodes (default 3) on one machine, ports 5672.., 15672.., 25672..; Ctrl-C stops it
+N ?= 3
+cluster-up:
+	BIN=$(BIN) DATA_DIR=$(DATA_DIR) ./hack/cluster-up.sh $(N)
 
 ## test: every test: vet, unit and integration tests over real sockets, brief fuzzing, the interoperability suite
 test: lint-vet test-go test-fuzz test-interop

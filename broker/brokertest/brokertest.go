@@ -39,6 +39,8 @@ func Config(dir string) config.Config {
 	cfg.HTTP.Listen = "127.0.0.1:0"
 	cfg.Prometheus.Listen = "127.0.0.1:0"
 	cfg.Cluster.Listen = "127.0.0.1:0"
+	// Tests never read or make the user's default secret file.
+	cfg.Cluster.Secret = "warren-test-cluster-secret"
 	return cfg
 }
 

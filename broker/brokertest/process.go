@@ -29,6 +29,15 @@ func BuildWarren(t testing.TB) string {
 func StartProcess(t testing.TB, bin, dataDir string, sets ...string) *exec.Cmd {
 	t.Helper()
 	args := []string{"serve", "--data-dir", dataDir}
+	// Processes of parallel tests must not share the default cluster port,
+	// nor read or make the user's secret file.
+	defaults := map[string]string{"cluster.listen": "127.0.0.1:0", "cluster.secret": "warren-test-cluster-secret"}
+	for _, s := range sets {
+		delete(defaults, strings.SplitN(s, "=", 2)[0])
+	}
+	for k, v := range defaults {
+		args = append(args, "--set", k+"="+v)
+	}
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}

@@ -44,6 +44,9 @@ type RaftConfig struct {
 	// Bootstrap: this node starts a new cluster (a one-member group of
 	// itself) when the group has no state, and migrates Dir/meta.log.
 	Bootstrap bool
+	// AdoptAlone: a node alone (no seeds, no DNS) whose name changed takes
+	// over the one-member group of its old name (raftgroup.Config.AdoptAlone).
+	AdoptAlone bool
 
 	// crashAt, in tests, makes OpenRaft stop at a migration step as if the
 	// process died there (the group is closed, nothing else is undone).
@@ -94,6 +97,7 @@ func OpenRaft(ctx context.Context, cfg RaftConfig) (*Raft, error) {
 		FSM:         f,
 		Logger:      logger,
 		Timing:      cfg.Timing,
+		AdoptAlone:  cfg.AdoptAlone,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("meta: %w", err)

@@ -313,9 +313,41 @@ func splitComma(s string) []string {
 }
 
 // healthQuorumCritical is GET /api/health/checks/node-is-quorum-critical:
-// a single node is never quorum critical, as RabbitMQ answers.
+// 503 when stopping this node would leave a Raft group it votes in without
+// a majority of running voters (today: the metadata group), 200 otherwise;
+// a single node is never critical, as RabbitMQ answers.
 func (s *Server) healthQuorumCritical(w http.ResponseWriter, r *http.Request, u caller) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "reason": "single node cluster"})
+	st, err := s.b.ClusterStatus(r.Context())
+	if err != nil {
+		writeClusterError(w, err)
+		return
+	}
+	voters, running, self := 0, 0, false
+	for _, n := range st.Nodes {
+		if !n.Voter {
+			continue
+		}
+		voters++
+		if n.Running {
+			running++
+		}
+		if n.Name == s.b.NodeName() {
+			self = true
+		}
+	}
+	if voters <= 1 {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "reason": "single node cluster"})
+		return
+	}
+	if self && running-1 < voters/2+1 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{
+			"status": "failed",
+			"reason": fmt.Sprintf("the metadata store would lose its quorum if node %s is shut down: %d of %d voters running, %d needed", s.b.NodeName(), running, voters, voters/2+1),
+			"queues": []any{},
+		})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // nodeMemory is GET /api/nodes/{name}/memory: the node's memory under

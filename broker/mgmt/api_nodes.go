@@ -1,6 +1,8 @@
 package mgmt
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -10,19 +12,64 @@ import (
 	"time"
 )
 
-// listNodes is GET /api/nodes: the node serving the request (Warren nodes
-// do not form clusters yet), as monitoring tools read RabbitMQ's.
+// methodNode is the node-level call that answers a member's
+// GET /api/nodes entry.
+const methodNode = "mgmt.node"
+
+// listNodes is GET /api/nodes: every member of the cluster, each as its own
+// node reports it (asked over the cluster link); a member that does not
+// answer is listed with running false, as RabbitMQ lists a stopped node.
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request, u caller) {
-	writeJSON(w, http.StatusOK, []map[string]any{s.nodeJSON()})
+	st, err := s.b.ClusterStatus(r.Context())
+	if err != nil {
+		writeClusterError(w, err)
+		return
+	}
+	out := make([]map[string]any, 0, len(st.Nodes))
+	for _, n := range st.Nodes {
+		out = append(out, s.memberJSON(r.Context(), n))
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // getNode is GET /api/nodes/{name}.
 func (s *Server) getNode(w http.ResponseWriter, r *http.Request, u caller) {
-	if name := pv(r, "name"); name != s.b.NodeName() {
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("node '%s' not found", name))
+	st, err := s.b.ClusterStatus(r.Context())
+	if err != nil {
+		writeClusterError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.nodeJSON())
+	name := pv(r, "name")
+	for _, n := range st.Nodes {
+		if n.Name == name {
+			writeJSON(w, http.StatusOK, s.memberJSON(r.Context(), n))
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("node '%s' not found", name))
+}
+
+// memberJSON is a member's /api/nodes entry: this node's own, another's
+// asked of it (2 s at most), or a stopped node's.
+func (s *Server) memberJSON(ctx context.Context, n ClusterNode) map[string]any {
+	if n.Name == s.b.NodeName() {
+		return s.nodeJSON()
+	}
+	if n.Running {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		data, err := s.b.CallNode(cctx, n.Name, methodNode, nil)
+		cancel()
+		var out map[string]any
+		if err == nil && json.Unmarshal(data, &out) == nil && out["name"] == n.Name {
+			return out
+		}
+	}
+	return map[string]any{"name": n.Name, "type": "disc", "running": false, "being_drained": n.BeingDrained, "partitions": []string{}}
+}
+
+// answerNode answers another member's methodNode call.
+func (s *Server) answerNode(ctx context.Context, req []byte) ([]byte, error) {
+	return json.Marshal(s.nodeJSON())
 }
 
 // nodeJSON renders the node under RabbitMQ's field names. mem_used is the
@@ -36,7 +83,7 @@ func (s *Server) nodeJSON() map[string]any {
 		"name":                     s.b.NodeName(),
 		"type":                     "disc",
 		"running":                  true,
-		"being_drained":            false,
+		"being_drained":            s.b.Draining(),
 		"uptime":                   time.Since(res.StartedAt).Milliseconds(),
 		"os_pid":                   strconv.Itoa(os.Getpid()),
 		"processors":               runtime.NumCPU(),

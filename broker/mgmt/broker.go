@@ -52,6 +52,7 @@ type Broker interface {
 	Listeners() map[string]string
 	// Ready reports whether the node has recovered and listens.
 	Ready() bool
+	Cluster
 }
 
 // NodeResources is what a node's resource watch last measured (every

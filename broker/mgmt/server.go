@@ -29,6 +29,7 @@ func NewServer(b Broker, log *slog.Logger) *Server {
 	s := &Server{b: b, log: log, mux: http.NewServeMux()}
 	s.takeSample()
 	s.routes()
+	b.HandleNode(methodNode, s.answerNode)
 	return s
 }
 

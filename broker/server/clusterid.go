@@ -27,11 +27,10 @@ func clusterID(dataDir string) (string, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("server: read cluster id: %w", err)
 	}
-	var raw [16]byte
-	if _, err := rand.Read(raw[:]); err != nil {
+	id, err := randomID("rabbitmq-cluster-id-")
+	if err != nil {
 		return "", fmt.Errorf("server: make cluster id: %w", err)
 	}
-	id := "rabbitmq-cluster-id-" + hex.EncodeToString(raw[:])
 	tmp := p + ".tmp"
 	if err := writeSynced(tmp, []byte(id+"\n")); err != nil {
 		return "", fmt.Errorf("server: write cluster id: %w", err)
@@ -40,6 +39,15 @@ func clusterID(dataDir string) (string, error) {
 		return "", fmt.Errorf("server: write cluster id: %w", err)
 	}
 	return id, nil
+}
+
+// randomID is prefix and 16 random bytes in hex.
+func randomID(prefix string) (string, error) {
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	return prefix + hex.EncodeToString(raw[:]), nil
 }
 
 func writeSynced(path string, data []byte) error {

@@ -226,7 +226,13 @@ func TestMetadataRepairIsLogged(t *testing.T) {
 	if err := b.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(cfg.DataDir, "meta", "meta.log")
+	// The metadata's log is the node's Raft log store: damage the tail of
+	// its newest segment as a crash mid-write would.
+	segs, err := filepath.Glob(filepath.Join(cfg.DataDir, "raft", "*.wlog"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no raft log segment: %v", err)
+	}
+	file := segs[len(segs)-1]
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +252,7 @@ func TestMetadataRepairIsLogged(t *testing.T) {
 		t.Fatal("vhost written before the damage is gone")
 	}
 	for _, l := range logs.Lines(slog.LevelWarn) {
-		if strings.HasPrefix(l.Msg, "metadata log: cut") && l.Attrs["file"] == file && l.Attrs["bytes_dropped"] == "7" {
+		if strings.HasPrefix(l.Msg, "logstore: cutting a torn tail") && l.Attrs["file"] == file && l.Attrs["bytes"] == "7" {
 			return
 		}
 	}

@@ -140,6 +140,19 @@ func (b *Broker) closeListeners() {
 	}
 }
 
+// closeClientListeners closes the AMQP and stream listeners (plain and
+// TLS): a drained node takes no new clients but still serves its HTTP API
+// and metrics.
+func (b *Broker) closeClientListeners() {
+	b.lnMu.Lock()
+	defer b.lnMu.Unlock()
+	for _, name := range []string{ListenerAMQP, ListenerAMQPTLS, ListenerStream, ListenerStreamTLS} {
+		if ln, ok := b.listeners[name]; ok {
+			_ = ln.Close()
+		}
+	}
+}
+
 // Addr returns a listener's address (useful with port 0), nil if not listening.
 func (b *Broker) Addr(name string) net.Addr {
 	b.lnMu.Lock()
@@ -154,6 +167,11 @@ func (b *Broker) Addr(name string) net.Addr {
 // closes every vhost and the metadata store.
 func (b *Broker) Shutdown(ctx context.Context) error {
 	b.ready.Store(false)
+	// Drain first: leaderships move to other members while this node can
+	// still hand them over, so a rolling restart never stalls a group.
+	if err := b.moveLeadership(ctx); err != nil {
+		b.log.Warn("cluster: could not move leaderships before stopping; the other members elect new leaders", "error", err)
+	}
 	if b.cancel != nil {
 		b.cancel()
 	}
@@ -173,7 +191,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if err := b.closeVhosts(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	if err := b.meta.Close(); err != nil {
+	if err := b.cluster.close(); err != nil {
 		errs = append(errs, err)
 	}
 	if b.lock != nil {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,8 +32,10 @@ var ErrAuth = auth.ErrRefused
 type Broker struct {
 	cfg  config.Config
 	log  *slog.Logger
-	meta *meta.Local
-	auth *auth.Checker
+	meta *meta.Raft
+	// cluster is the node's part of its cluster (a one-node cluster too).
+	cluster *clusterNode
+	auth    *auth.Checker
 	// lock holds the data directory's flock from New to Shutdown.
 	lock *os.File
 
@@ -95,18 +96,16 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 	if err != nil {
 		return nil, err
 	}
-	m, err := meta.OpenLocal(ctx, filepath.Join(cfg.DataDir, "meta"))
+	cn, err := openCluster(ctx, cfg, log)
 	if err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("server: open metadata: %w", err)
+		return nil, err
 	}
-	if r := m.OpenRepair(); r.Dropped > 0 {
-		log.Warn("metadata log: cut a torn or corrupt tail at start (the writes in it had not been acknowledged, or the file was damaged)", "file", r.File, "offset", r.Offset, "bytes_dropped", r.Dropped)
-	}
-	// One node is the whole cluster: its restart is the cluster's, so the
-	// transient exchanges go too.
-	if err := vhost.DropTransient(ctx, m, cfg.Cluster.NodeName, true); err != nil {
-		_ = m.Close()
+	m := cn.meta
+	// A node alone is the whole cluster: its restart is the cluster's, so
+	// the transient exchanges go too.
+	if err := vhost.DropTransient(ctx, m, cfg.Cluster.NodeName, len(m.Nodes()) <= 1); err != nil {
+		_ = cn.close()
 		lock.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -116,17 +115,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if err := store.MigrateLayout(ctx, cfg.DataDir, durableQueues(m), log); err != nil {
-		_ = m.Close()
+		_ = cn.close()
 		lock.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	id, err := clusterID(cfg.DataDir)
 	if err != nil {
-		_ = m.Close()
+		_ = cn.close()
 		lock.Close()
 		return nil, err
 	}
-	b := &Broker{cfg: cfg, log: log, meta: m, lock: lock, vhosts: map[string]*vhost.Vhost{}, listeners: map[string]net.Listener{}, clusterID: id}
+	b := &Broker{cfg: cfg, log: log, meta: m, cluster: cn, lock: lock, vhosts: map[string]*vhost.Vhost{}, listeners: map[string]net.Listener{}, clusterID: id}
 	b.auth = auth.NewChecker(m, cfg.Auth.LoopbackUsers)
 	b.startedAt = time.Now()
 	b.disk = store.NewDiskWatch(cfg.DataDir, cfg.Limits.DiskFreeLimit, b.diskAlarmChanged)
@@ -137,14 +136,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		b.memoryLimit = systemMemory() * 4 / 10
 	}
 	if err := b.bootstrap(ctx); err != nil {
-		_ = m.Close()
+		_ = cn.close()
 		lock.Close()
 		return nil, err
 	}
 	for _, v := range m.Vhosts() {
 		if err := b.startVhost(ctx, v); err != nil {
 			_ = b.closeVhosts(ctx)
-			_ = m.Close()
+			_ = cn.close()
 			lock.Close()
 			return nil, err
 		}

@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -117,7 +116,7 @@ func (c *ctlClient) do(method, path string, body any, out any) error {
 }
 
 func newCtlCmd() *cobra.Command {
-	c := &ctlClient{http: &http.Client{Timeout: 30 * time.Second}}
+	c := &ctlClient{http: &http.Client{Timeout: clusterOpTimeout}}
 	cmd := &cobra.Command{
 		Use:   "ctl",
 		Short: "Administer a running node through its HTTP API",
@@ -284,6 +283,7 @@ func newCtlCmd() *cobra.Command {
 		},
 	}
 	cmd.AddCommand(list, addVhost, deleteVhost, setStorage, addUser, setPerms, export, imp, closeConn)
+	cmd.AddCommand(clusterCommands(c)...)
 	return cmd
 }
 

@@ -60,9 +60,14 @@ func BrokerConfig(b *warrenv1.Broker, tlsCA bool) (string, error) {
 		"http":       map[string]any{"listen": fmt.Sprintf(":%d", PortHTTP)},
 		"prometheus": map[string]any{"listen": fmt.Sprintf(":%d", PortPrometheus)},
 		"auth":       map[string]any{"loopback_users": []string{}},
+		// Peers are found through the headless Service's records; the
+		// first pod is the seed every node waits for, so it alone forms
+		// the cluster and the others join it, whatever order DNS shows
+		// them in (membership forms only once every seed answered).
 		"cluster": map[string]any{
 			"listen": fmt.Sprintf(":%d", PortCluster),
 			"dns":    HeadlessHost(b),
+			"seeds":  []string{fmt.Sprintf("%s-0.%s:%d", StatefulSetName(b), HeadlessHost(b), PortCluster)},
 		},
 	}
 	if b.Spec.TLS != nil {

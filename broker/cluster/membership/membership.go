@@ -3,7 +3,6 @@ package membership
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -334,11 +333,24 @@ func (m *Membership) handleForget(ctx context.Context, from string, req []byte) 
 		}
 		return m.cfg.Network.Call(ctx, m.cfg.Group.Leader(), MethodForget, req)
 	}
-	if err := m.cfg.Group.RemoveServer(ctx, node); err != nil {
+	servers, err := m.cfg.Group.Configuration(ctx)
+	if err != nil {
 		return nil, toStatus(err)
 	}
-	if err := m.cfg.Directory.DeleteNode(ctx, node); err != nil {
-		return nil, toStatus(err)
+	member := slices.ContainsFunc(servers, func(s raftgroup.Server) bool { return s.Node == node })
+	_, listed := m.cfg.Directory.Node(node)
+	if !member && !listed {
+		return nil, status.Errorf(codes.NotFound, "membership: node %s is not a member", node)
+	}
+	if member {
+		if err := m.cfg.Group.RemoveServer(ctx, node); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	if listed {
+		if err := m.cfg.Directory.DeleteNode(ctx, node); err != nil {
+			return nil, toStatus(err)
+		}
 	}
 	m.log.Info("cluster: node forgotten", "node", node)
 	return nil, nil
@@ -350,6 +362,14 @@ func (m *Membership) handleForget(ctx context.Context, from string, req []byte) 
 // directory emptied) and join again.
 func (m *Membership) Leave(ctx context.Context) error {
 	self := m.cfg.Self.Name
+	servers, err := m.cfg.Group.Configuration(ctx)
+	if err != nil {
+		return toStatus(err)
+	}
+	others := slices.ContainsFunc(servers, func(s raftgroup.Server) bool { return s.Voter && s.Node != self })
+	if !others {
+		return status.Error(codes.FailedPrecondition, "membership: this node is the only member of its cluster; there is nothing to leave")
+	}
 	if m.cfg.Group.Leader() == self {
 		if err := m.cfg.Group.TransferLeadership(ctx, ""); err != nil {
 			return fmt.Errorf("membership: leave: move leadership away: %w", err)
@@ -360,7 +380,7 @@ func (m *Membership) Leave(ctx context.Context) error {
 		return fmt.Errorf("membership: leave: %w", err)
 	}
 	if leader == self {
-		return errors.New("membership: leave: this node is the only member")
+		return status.Error(codes.Unavailable, "membership: leave: leadership did not move away")
 	}
 	if _, err := m.cfg.Network.Call(ctx, leader, MethodForget, []byte(self)); err != nil {
 		return fmt.Errorf("membership: leave: %w", err)

@@ -32,6 +32,12 @@ type Config struct {
 	// snapshot), make it a one-member cluster of this node. Exactly one node
 	// of a new cluster bootstraps; the others are added with AddVoter.
 	Bootstrap bool
+	// AdoptAlone: when the group's configuration is one voter that is not
+	// this node (the node was renamed: the data directory is that voter's),
+	// make it this node (raft's RecoverCluster). With one member there is
+	// nobody to disagree. Without it, or with more members, a node that is
+	// not in its group's configuration gets ErrNotMember from Open.
+	AdoptAlone bool
 }
 
 // Timing tunes a group; a zero field takes the default in brackets.

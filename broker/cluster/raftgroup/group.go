@@ -22,6 +22,9 @@ var (
 	ErrLeadershipLost = errors.New("raftgroup: leadership lost")
 	// ErrClosed: the group is closed (or shut down after its removal).
 	ErrClosed = errors.New("raftgroup: closed")
+	// ErrNotMember: the group's state says this node is not a member (it
+	// was removed, or renamed in a cluster of several).
+	ErrNotMember = errors.New("raftgroup: this node is not a member of the group")
 	// ErrNotFresh: Bootstrap of a group that already has state.
 	ErrNotFresh = errors.New("raftgroup: the group already has state")
 )
@@ -94,6 +97,12 @@ func Open(cfg Config) (*Group, error) {
 		return nil, fmt.Errorf("raftgroup %s: read state: %w", cfg.ID, err)
 	}
 	trans := cfg.Network.Group(cfg.ID)
+	if had {
+		if err := checkMember(cfg, rc, logs, store, snaps, trans, logger); err != nil {
+			_ = trans.Close()
+			return nil, err
+		}
+	}
 	r, err := raft.NewRaft(rc, cfg.FSM, logs, store, snaps, trans)
 	if err != nil {
 		_ = trans.Close()

@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -413,6 +414,12 @@ func (p *publisher) drain(ctx context.Context, host string, found func(int64)) (
 	q, err := ch.QueueDeclarePassive(p.queue, true, false, false, false, amqp091.Table{"x-queue-type": "classic"})
 	var aerr *amqp091.Error
 	if errors.As(err, &aerr) && aerr.Code == amqp091.NotFound {
+		return 0, nil
+	}
+	// In a cluster the queue lives on one node; a node that does not
+	// forward to it yet answers 540 naming that node, which is among the
+	// hosts drained.
+	if errors.As(err, &aerr) && aerr.Code == amqp091.NotImplemented && strings.Contains(aerr.Reason, "is on node") {
 		return 0, nil
 	}
 	if err != nil {

@@ -1,0 +1,246 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenmq/warren/broker/cluster/logstore"
+	"github.com/warrenmq/warren/broker/cluster/membership"
+	"github.com/warrenmq/warren/broker/cluster/raftgroup"
+	"github.com/warrenmq/warren/broker/cluster/transport"
+	"github.com/warrenmq/warren/broker/config"
+	"github.com/warrenmq/warren/broker/meta"
+)
+
+// clusterNode is this node's part of its cluster: the log store every Raft
+// group on the node writes, the link to the peers, the metadata group and
+// membership. A node alone is a cluster of one: the same parts.
+type clusterNode struct {
+	self    membership.Node
+	logs    *logstore.Store
+	net     *transport.GRPCNetwork
+	meta    *meta.Raft
+	members *membership.Membership
+	peers   *peerBook
+	log     *slog.Logger
+
+	unwatch func()
+	unsub   func()
+
+	draining atomic.Bool
+
+	upMu sync.Mutex
+	up   map[string]bool // peers the transport reports reachable
+}
+
+// openCluster starts the node's cluster parts and returns once the node is
+// a member with the metadata caught up: a fresh node joins the cluster its
+// seeds or DNS name lead to (or forms one), a node with state rejoins. It
+// returns ctx's error if ctx ends first (a SIGTERM while waiting for peers).
+func openCluster(ctx context.Context, cfg config.Config, log *slog.Logger) (c *clusterNode, err error) {
+	cl := cfg.Cluster
+	log = log.With("subsystem", "cluster")
+	id, err := nodeIncarnation(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := cl.LoadSecret()
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, _, err := cl.TLS.TLSConfigs()
+	if err != nil {
+		return nil, err
+	}
+	nw, err := transport.NewGRPC(transport.Config{Node: cl.NodeName, Addr: cl.Listen, Secret: string(secret), TLS: tlsCfg, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("server: cluster listener: %w", err)
+	}
+	c = &clusterNode{net: nw, log: log, up: map[string]bool{}}
+	defer func() {
+		if err != nil {
+			_ = c.close()
+			c = nil
+		}
+	}()
+	advertise, err := advertiseAddr(cl, nw.Addr())
+	if err != nil {
+		return c, err
+	}
+	c.self = membership.Node{Name: cl.NodeName, Address: advertise, ID: id}
+	c.unwatch = nw.Watch(c.peerChanged)
+	if c.logs, err = logstore.Open(ctx, cfg.Path("raft"), logstore.Options{Logger: log}); err != nil {
+		return c, fmt.Errorf("server: open the raft log store: %w", err)
+	}
+	c.peers = openPeerBook(cfg.Path("raft", "peers.json"), nw, log)
+	if c.meta, err = meta.OpenRaft(ctx, meta.RaftConfig{Dir: cfg.Path("meta"), Network: nw, Stores: c.logs, Logger: log, AdoptAlone: len(cl.Seeds) == 0 && cl.DNS == ""}); err != nil {
+		if errors.Is(err, raftgroup.ErrNotMember) {
+			return c, fmt.Errorf("server: %w; if it was removed from its cluster (leave, forget-node), empty its data directory to join again as a new member; if cluster.node_name changed, set it back", err)
+		}
+		return c, fmt.Errorf("server: open metadata: %w", err)
+	}
+	c.peers.learn(c.meta.Nodes())
+	c.unsub = c.meta.Subscribe(func(e meta.Event) {
+		if e.Kind == meta.NodePut || e.Kind == meta.NodeDeleted || e.Kind == meta.Reset {
+			c.peers.learn(c.meta.Nodes())
+		}
+	})
+	_, port, _ := net.SplitHostPort(cl.Listen)
+	c.members = membership.New(membership.Config{
+		Self: c.self, Seeds: cl.Seeds, DNS: cl.DNS, DefaultPort: port,
+		Network: nw, Hello: c.hello, Group: metaGroup{c.meta}, Directory: metaDirectory{c.meta}, Log: log,
+	})
+	if err := c.members.Start(ctx); err != nil {
+		return c, fmt.Errorf("server: %w", err)
+	}
+	start := time.Now()
+	if err := c.meta.Sync(ctx); err != nil {
+		return c, fmt.Errorf("server: catch up with the cluster's metadata: %w", err)
+	}
+	if err := c.forgetStaleNames(ctx); err != nil {
+		return c, err
+	}
+	log.Info("cluster: member", "node", cl.NodeName, "address", advertise, "metadata_leader", c.meta.Group().Leader(), "sync", time.Since(start).Round(time.Millisecond))
+	return c, nil
+}
+
+// forgetStaleNames removes, in a cluster of one, the directory entries of
+// names that are not members: the old name of a renamed node, whose queue
+// records it then adopts.
+func (c *clusterNode) forgetStaleNames(ctx context.Context) error {
+	g := c.meta.Group()
+	if !g.IsLeader() {
+		return nil
+	}
+	servers, err := g.Configuration(ctx)
+	if err != nil || len(servers) != 1 {
+		return nil
+	}
+	for _, n := range c.meta.Nodes() {
+		if n.Name != servers[0].Node {
+			c.log.Info("cluster: forgetting a name that is not a member", "node", n.Name)
+			if err := c.meta.DeleteNode(ctx, n.Name); err != nil {
+				return fmt.Errorf("server: forget %s: %w", n.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// advertiseAddr is cluster.advertise, else the listener's own address when
+// it is bound to a specific IP (a port of 0 made concrete), else the
+// hostname with the listener's port.
+func advertiseAddr(cl config.Cluster, bound net.Addr) (string, error) {
+	if cl.Advertise != "" {
+		return cl.Advertise, nil
+	}
+	host, _, err := net.SplitHostPort(cl.Listen)
+	if err != nil {
+		return "", fmt.Errorf("server: cluster.listen: %w", err)
+	}
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		return bound.String(), nil
+	}
+	_, port, _ := net.SplitHostPort(bound.String())
+	cl.Listen = net.JoinHostPort(host, port)
+	return cl.AdvertiseAddr()
+}
+
+// hello asks who listens at addr (a seed) and remembers the address under
+// that name, so membership can call the node by name.
+func (c *clusterNode) hello(ctx context.Context, addr string) (string, error) {
+	name, err := c.net.Hello(ctx, addr)
+	if err != nil {
+		return "", err
+	}
+	if name != c.self.Name {
+		if err := c.net.SetAddress(name, addr); err != nil {
+			return "", err
+		}
+	}
+	return name, nil
+}
+
+func (c *clusterNode) peerChanged(node string, up bool) {
+	c.upMu.Lock()
+	c.up[node] = up
+	c.upMu.Unlock()
+}
+
+func (c *clusterNode) reachable(node string) bool {
+	if node == c.self.Name {
+		return true
+	}
+	c.upMu.Lock()
+	defer c.upMu.Unlock()
+	return c.up[node]
+}
+
+// close stops the node's cluster parts, the metadata group first (this
+// node's part of it: the others keep it).
+func (c *clusterNode) close() error {
+	var errs []error
+	if c.unsub != nil {
+		c.unsub()
+	}
+	if c.meta != nil {
+		errs = append(errs, c.meta.Close())
+	}
+	if c.unwatch != nil {
+		c.unwatch()
+	}
+	if c.net != nil {
+		errs = append(errs, c.net.Close())
+	}
+	if c.logs != nil {
+		errs = append(errs, c.logs.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// metaGroup is the metadata group as membership uses it: its Bootstrap is
+// the store's (which also migrates a single-node meta.log).
+type metaGroup struct{ r *meta.Raft }
+
+func (g metaGroup) Fresh() bool                         { return g.r.Group().Fresh() }
+func (g metaGroup) Bootstrap(ctx context.Context) error { return g.r.Bootstrap(ctx) }
+func (g metaGroup) Leader() string                      { return g.r.Group().Leader() }
+func (g metaGroup) WaitLeader(ctx context.Context) (string, error) {
+	return g.r.Group().WaitLeader(ctx)
+}
+func (g metaGroup) AddVoter(ctx context.Context, node string) error {
+	return g.r.Group().AddVoter(ctx, node)
+}
+func (g metaGroup) RemoveServer(ctx context.Context, node string) error {
+	return g.r.Group().RemoveServer(ctx, node)
+}
+func (g metaGroup) TransferLeadership(ctx context.Context, node string) error {
+	return g.r.Group().TransferLeadership(ctx, node)
+}
+func (g metaGroup) Configuration(ctx context.Context) ([]raftgroup.Server, error) {
+	return g.r.Group().Configuration(ctx)
+}
+
+// metaDirectory is the metadata's node table as membership's Directory.
+type metaDirectory struct{ r *meta.Raft }
+
+func (d metaDirectory) PutNode(ctx context.Context, n membership.Node) error {
+	return d.r.PutNode(ctx, meta.Node{Name: n.Name, Address: n.Address, ID: n.ID})
+}
+func (d metaDirectory) DeleteNode(ctx context.Context, name string) error {
+	return d.r.DeleteNode(ctx, name)
+}
+func (d metaDirectory) Node(name string) (membership.Node, bool) {
+	for _, n := range d.r.Nodes() {
+		if n.Name == name {
+			return membership.Node{Name: n.Name, Address: n.Address, ID: n.ID}, true
+		}
+	}
+	return membership.Node{}, false
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// clusterCommands are `warren ctl cluster-status`, `forget-node`, `leave`,
+// `drain` and `decommission`: the node's cluster through its HTTP API.
+func clusterCommands(c *ctlClient) []*cobra.Command {
+	status := &cobra.Command{
+		Use:   "cluster-status",
+		Short: "Show the cluster's members, which are running, and the metadata leader",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var st struct {
+				Node           string           `json:"node"`
+				MetadataLeader string           `json:"metadata_leader"`
+				Nodes          []map[string]any `json:"nodes"`
+			}
+			if err := c.do(http.MethodGet, "/api/cluster/status", nil, &st); err != nil {
+				return err
+			}
+			leader := st.MetadataLeader
+			if leader == "" {
+				leader = "(none: an election is running, or a majority of the members is not reachable)"
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "Cluster status of node %s\nMetadata leader: %s\n\n", st.Node, leader)
+			for _, n := range st.Nodes {
+				state := "running"
+				if n["running"] != true {
+					state = "not running"
+				}
+				if n["being_drained"] == true {
+					state += ", drained"
+				}
+				n["state"] = state
+				if n["voter"] == true {
+					n["role"] = "voter"
+				} else {
+					n["role"] = "joining"
+				}
+			}
+			return printTable(w, []string{"name", "address", "role", "state"}, st.Nodes)
+		},
+	}
+	op := func(use, short, say, method, path string) *cobra.Command {
+		return &cobra.Command{
+			Use:   use,
+			Short: short,
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				c.say(cmd, "%s", say)
+				return c.do(method, path, nil, nil)
+			},
+		}
+	}
+	forget := &cobra.Command{
+		Use:   "forget-node NAME",
+		Short: "Remove a stopped node from the cluster for good (it must be reset before it joins again)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c.say(cmd, "Removing node %s from the cluster ...", args[0])
+			return c.do(http.MethodDelete, "/api/cluster/nodes/"+url.PathEscape(args[0]), nil, nil)
+		},
+	}
+	cmds := []*cobra.Command{
+		status, forget,
+		op("leave", "Take the node out of its cluster (leaderships move first); stop it afterwards",
+			"Leaving the cluster ...", http.MethodPost, "/api/cluster/leave"),
+		op("drain", "Move every leadership off the node, then stop taking clients (maintenance, restart)",
+			"Draining the node: moving leaderships away, then closing client listeners ...", http.MethodPost, "/api/cluster/drain"),
+		op("decommission", "Drain the node, move its memberships to other nodes, then leave the cluster",
+			"Decommissioning the node ...", http.MethodPost, "/api/cluster/decommission"),
+	}
+	return cmds
+}
+
+// clusterOpTimeout bounds a membership change (the server bounds it at
+// two minutes).
+const clusterOpTimeout = 150 * time.Second

@@ -95,6 +95,7 @@ func openCluster(ctx context.Context, cfg config.Config, log *slog.Logger) (c *c
 	c.members = membership.New(membership.Config{
 		Self: c.self, Seeds: cl.Seeds, DNS: cl.DNS, DefaultPort: port,
 		Network: nw, Hello: c.hello, Group: metaGroup{c.meta}, Directory: metaDirectory{c.meta}, Log: log,
+		SetAddress: nw.SetAddress,
 	})
 	if err := c.members.Start(ctx); err != nil {
 		return c, fmt.Errorf("server: %w", err)
@@ -236,6 +237,14 @@ func (d metaDirectory) PutNode(ctx context.Context, n membership.Node) error {
 func (d metaDirectory) DeleteNode(ctx context.Context, name string) error {
 	return d.r.DeleteNode(ctx, name)
 }
+func (d metaDirectory) Nodes() []membership.Node {
+	var out []membership.Node
+	for _, n := range d.r.Nodes() {
+		out = append(out, membership.Node{Name: n.Name, Address: n.Address, ID: n.ID})
+	}
+	return out
+}
+
 func (d metaDirectory) Node(name string) (membership.Node, bool) {
 	for _, n := range d.r.Nodes() {
 		if n.Name == name {

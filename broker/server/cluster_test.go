@@ -183,3 +183,36 @@ func TestForgetAStoppedNode(t *testing.T) {
 		t.Fatal("a drained node still takes AMQP clients")
 	}
 }
+
+// A member that comes back on another address (a pod's new IP) tells its
+// peers at once: the leader reaches it and it catches up without waiting
+// for its metadata entry, which needs that very leader.
+func TestAMemberBackOnANewAddressRejoins(t *testing.T) {
+	c := brokertest.StartCluster(t, 3)
+	ctx := context.Background()
+	c.Stop(2)
+	if err := c.Nodes[0].Meta().PutVhost(ctx, meta.Vhost{Name: "while-away"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.Nodes[2].Cfg
+	cfg.Cluster.Listen = "127.0.0.1:0"
+	start := time.Now()
+	n3 := brokertest.StartConfig(t, cfg)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("the member took %v to rejoin", took)
+	}
+	if _, ok := n3.Meta().Vhost("while-away"); !ok {
+		t.Fatal("the member did not catch up")
+	}
+	eventually.Succeeds(t, 10*time.Second, "every member sees the new address", func() error {
+		for _, n := range []*brokertest.Node{c.Nodes[0], c.Nodes[1], n3} {
+			st := statusOf(t, n)
+			for _, m := range st.Nodes {
+				if m.Name == "warren@n3" && (m.Address != n3.ClusterAddr().String() || !m.Running) {
+					return fmt.Errorf("%s sees n3 at %s running %v, it listens on %s", n.Cfg.Cluster.NodeName, m.Address, m.Running, n3.ClusterAddr())
+				}
+			}
+		}
+		return nil
+	})
+}

@@ -21,6 +21,9 @@ import (
 const (
 	MethodJoin   = "membership.join"
 	MethodForget = "membership.forget"
+	// MethodAnnounce: a node that (re)starts tells each member where it
+	// listens now, before the metadata can say so (see announce).
+	MethodAnnounce = "membership.announce"
 )
 
 // Group is the metadata Raft group as membership uses it;
@@ -44,6 +47,7 @@ type Directory interface {
 	PutNode(ctx context.Context, n Node) error
 	DeleteNode(ctx context.Context, name string) error
 	Node(name string) (Node, bool)
+	Nodes() []Node
 }
 
 // Node is one member's entry in the Directory.
@@ -73,6 +77,8 @@ type Config struct {
 	Hello     func(ctx context.Context, addr string) (string, error)
 	Group     Group
 	Directory Directory
+	// SetAddress tells the transport where a node listens (an announce).
+	SetAddress func(node, addr string) error
 	Log       *slog.Logger
 	// RetryInterval is the pause between discovery rounds [1s].
 	RetryInterval time.Duration
@@ -102,6 +108,7 @@ func New(cfg Config) *Membership {
 	m := &Membership{cfg: cfg, log: cfg.Log}
 	cfg.Network.Handle(MethodJoin, m.handleJoin)
 	cfg.Network.Handle(MethodForget, m.handleForget)
+	cfg.Network.Handle(MethodAnnounce, m.handleAnnounce)
 	return m
 }
 
@@ -120,6 +127,8 @@ type joinRequest struct {
 func (m *Membership) Start(ctx context.Context) error {
 	if !m.cfg.Group.Fresh() {
 		m.setJoined()
+		m.announce(ctx)
+		go m.announceUntilLed(ctx)
 		go m.refreshSelf(ctx)
 		return nil
 	}
@@ -243,6 +252,82 @@ func (m *Membership) peerAddrs(ctx context.Context) ([]string, error) {
 		addrs = append(addrs, net.JoinHostPort(ip, port))
 	}
 	return addrs, nil
+}
+
+// announce tells every member in the directory (as this node last knew
+// it) and every seed where this node listens now. A restarted node may
+// have a new address (a pod's new IP) that its peers cannot learn from the
+// metadata: the metadata's update needs a leader, and the leader needs the
+// address to reach this node. Best effort, each member at most 2 s.
+func (m *Membership) announce(ctx context.Context) {
+	req, _ := json.Marshal(m.cfg.Self)
+	var wg sync.WaitGroup
+	call := func(name string) {
+		defer wg.Done()
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if _, err := m.cfg.Network.Call(cctx, name, MethodAnnounce, req); err != nil {
+			m.log.Debug("cluster: announce not delivered", "to", name, "error", err)
+		}
+	}
+	seen := map[string]bool{m.cfg.Self.Name: true}
+	for _, n := range m.cfg.Directory.Nodes() {
+		if !seen[n.Name] {
+			seen[n.Name] = true
+			wg.Add(1)
+			go call(n.Name)
+		}
+	}
+	addrs, _ := m.peerAddrs(ctx)
+	for _, addr := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			name, err := m.cfg.Hello(cctx, addr)
+			cancel()
+			if err != nil || name == m.cfg.Self.Name {
+				return
+			}
+			wg.Add(1)
+			call(name)
+		}()
+	}
+	wg.Wait()
+}
+
+// announceUntilLed announces again every few seconds until a leader has
+// reached this node (members that were down at the first announce).
+func (m *Membership) announceUntilLed(ctx context.Context) {
+	for m.cfg.Group.Leader() == "" {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(3 * m.cfg.RetryInterval):
+		}
+		if m.cfg.Group.Leader() == "" {
+			m.announce(ctx)
+		}
+	}
+}
+
+// handleAnnounce takes a member's new address for the transport (the
+// metadata follows once the member's own directory update commits).
+func (m *Membership) handleAnnounce(ctx context.Context, from string, req []byte) ([]byte, error) {
+	var n Node
+	if err := json.Unmarshal(req, &n); err != nil || n.Name == "" || n.Address == "" {
+		return nil, status.Error(codes.InvalidArgument, "membership: an announce needs the node's name and address")
+	}
+	if n.Name != from {
+		return nil, status.Errorf(codes.PermissionDenied, "membership: node %s announced an address for %s", from, n.Name)
+	}
+	if m.cfg.SetAddress == nil {
+		return nil, nil
+	}
+	if err := m.cfg.SetAddress(n.Name, n.Address); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return nil, nil
 }
 
 // refreshSelf keeps this node's directory entry current (a new address

@@ -56,6 +56,16 @@ func (d *directory) DeleteNode(_ context.Context, name string) error {
 	return nil
 }
 
+func (d *directory) Nodes() []Node {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []Node
+	for _, n := range d.nodes {
+		out = append(out, n)
+	}
+	return out
+}
+
 func (d *directory) Node(name string) (Node, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -291,5 +301,33 @@ func TestLeave(t *testing.T) {
 	})
 	if _, ok := w.dir.Node(leader.name); ok {
 		t.Fatal("the node that left is still in the directory")
+	}
+}
+
+func TestAnnounceMovesAMemberAndOnlyItself(t *testing.T) {
+	w := newWorld(t)
+	a := w.start("warren@a", "ia", nil, "")
+	b := w.start("warren@b", "ib", nil, "")
+	var mu sync.Mutex
+	got := map[string]string{}
+	a.m.cfg.SetAddress = func(node, addr string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got[node] = addr
+		return nil
+	}
+	ctx := context.Background()
+	own, _ := json.Marshal(Node{Name: "warren@b", Address: "10.0.0.9:25672"})
+	if _, err := b.net.Call(ctx, "warren@a", MethodAnnounce, own); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := json.Marshal(Node{Name: "warren@c", Address: "10.6.6.6:25672"})
+	if _, err := b.net.Call(ctx, "warren@a", MethodAnnounce, other); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("b announcing c's address: %v, want PermissionDenied", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got["warren@b"] != "10.0.0.9:25672" {
+		t.Fatalf("addresses set: %v", got)
 	}
 }

@@ -79,7 +79,7 @@ type Config struct {
 	Directory Directory
 	// SetAddress tells the transport where a node listens (an announce).
 	SetAddress func(node, addr string) error
-	Log       *slog.Logger
+	Log        *slog.Logger
 	// RetryInterval is the pause between discovery rounds [1s].
 	RetryInterval time.Duration
 }

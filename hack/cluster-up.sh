@@ -43,7 +43,7 @@ done
 echo "cluster-up: waiting for $n nodes to form a cluster (logs: $data/n*.log)"
 for _ in $(seq 1 120); do
 	if out=$("$bin/warren" ctl --url "http://127.0.0.1:15672" cluster-status 2>/dev/null) &&
-		[[ $(grep -c "running" <<<"$out") -ge $n ]]; then
+		[[ $(grep -v "not running" <<<"$out" | grep -c "running$") -ge $n ]]; then
 		echo "$out"
 		echo
 		echo "cluster-up: $n nodes; AMQP on 127.0.0.1:5672..$((5671 + n)), HTTP API on 127.0.0.1:15672..$((15671 + n)) (guest/guest)"

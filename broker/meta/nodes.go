@@ -15,6 +15,9 @@ type Node struct {
 	Name    string `json:"name"`
 	Address string `json:"address"`
 	ID      string `json:"id,omitempty"`
+	// Draining: the node was drained (warren ctl drain, decommission): it
+	// takes no clients and leads no group until it restarts.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // PutNode implements Store.

@@ -107,8 +107,26 @@ func openCluster(ctx context.Context, cfg config.Config, log *slog.Logger) (c *c
 	if err := c.forgetStaleNames(ctx); err != nil {
 		return c, err
 	}
+	if err := c.setDraining(ctx, false); err != nil {
+		return c, err
+	}
 	log.Info("cluster: member", "node", cl.NodeName, "address", advertise, "metadata_leader", c.meta.Group().Leader(), "sync", time.Since(start).Round(time.Millisecond))
 	return c, nil
+}
+
+// setDraining records in the metadata whether this node is drained, so
+// every member (and the operator) sees it; a node that starts is not.
+func (c *clusterNode) setDraining(ctx context.Context, draining bool) error {
+	for _, n := range c.meta.Nodes() {
+		if n.Name != c.self.Name || n.Draining == draining {
+			continue
+		}
+		n.Draining = draining
+		if err := c.meta.PutNode(ctx, n); err != nil {
+			return fmt.Errorf("server: record this node as drained=%v: %w", draining, err)
+		}
+	}
+	return nil
 }
 
 // forgetStaleNames removes, in a cluster of one, the directory entries of

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/mgmt"
 )
 
@@ -23,22 +24,23 @@ func (b *Broker) ClusterStatus(ctx context.Context) (mgmt.ClusterStatus, error) 
 	}
 	st := mgmt.ClusterStatus{Node: c.self.Name, MetadataLeader: c.meta.Group().Leader()}
 	seen := map[string]bool{}
-	addrs := map[string]string{}
+	recs := map[string]meta.Node{}
 	for _, n := range c.meta.Nodes() {
-		addrs[n.Name] = n.Address
+		recs[n.Name] = n
 	}
 	for _, s := range servers {
 		seen[s.Node] = true
-		st.Nodes = append(st.Nodes, mgmt.ClusterNode{Name: s.Node, Address: addrs[s.Node], Voter: s.Voter, Running: c.reachable(s.Node)})
+		r := recs[s.Node]
+		st.Nodes = append(st.Nodes, mgmt.ClusterNode{Name: s.Node, Address: r.Address, Voter: s.Voter, Running: c.reachable(s.Node), BeingDrained: r.Draining})
 	}
-	for name, addr := range addrs {
+	for name, r := range recs {
 		if !seen[name] { // recorded, not (yet or any more) in the configuration
-			st.Nodes = append(st.Nodes, mgmt.ClusterNode{Name: name, Address: addr, Running: c.reachable(name)})
+			st.Nodes = append(st.Nodes, mgmt.ClusterNode{Name: name, Address: r.Address, Running: c.reachable(name), BeingDrained: r.Draining})
 		}
 	}
 	for i := range st.Nodes {
 		if st.Nodes[i].Name == c.self.Name {
-			st.Nodes[i].BeingDrained = c.draining.Load()
+			st.Nodes[i].BeingDrained = st.Nodes[i].BeingDrained || c.draining.Load()
 		}
 	}
 	slices.SortFunc(st.Nodes, func(a, b mgmt.ClusterNode) int { return cmpString(a.Name, b.Name) })
@@ -95,6 +97,9 @@ func (b *Broker) drain(ctx context.Context) error {
 	if err := b.Stream.Shutdown(ctx); err != nil {
 		return fmt.Errorf("server: drain: %w", err)
 	}
+	if err := c.setDraining(ctx, true); err != nil {
+		b.log.Warn("cluster: drained, but the other members were not told", "error", err)
+	}
 	b.log.Info("cluster: drained", "node", c.self.Name)
 	return nil
 }
@@ -113,7 +118,10 @@ func (b *Broker) moveLeadership(ctx context.Context) error {
 	if err := g.TransferLeadership(tctx, ""); err != nil {
 		return fmt.Errorf("server: move the metadata leadership away: %w", err)
 	}
-	b.log.Info("cluster: metadata leadership moved", "from", c.self.Name, "to", g.Leader())
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+	to, _ := g.WaitLeader(wctx)
+	wcancel()
+	b.log.Info("cluster: metadata leadership moved", "from", c.self.Name, "to", to)
 	return nil
 }
 

@@ -179,6 +179,14 @@ func TestForgetAStoppedNode(t *testing.T) {
 		}
 		return nil
 	})
+	eventually.Succeeds(t, 5*time.Second, "n2 sees n1 drained", func() error {
+		for _, m := range statusOf(t, c.Nodes[1]).Nodes {
+			if m.Name == "warren@n1" && !m.BeingDrained {
+				return fmt.Errorf("n1: %+v", m)
+			}
+		}
+		return nil
+	})
 	if _, err := amqp091.Dial(c.Nodes[0].URL()); err == nil {
 		t.Fatal("a drained node still takes AMQP clients")
 	}

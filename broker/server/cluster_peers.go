@@ -66,6 +66,12 @@ func (p *peerBook) learn(nodes []meta.Node) {
 			}
 		}
 	}
+	for name := range p.addrs {
+		if _, ok := next[name]; !ok { // forgotten or left: drop its connection
+			changed = true
+			_ = p.net.SetAddress(name, "")
+		}
+	}
 	if !changed {
 		return
 	}

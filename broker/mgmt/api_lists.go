@@ -28,20 +28,13 @@ func (s *Server) listConsumers(w http.ResponseWriter, r *http.Request, u caller)
 			return
 		}
 	}
-	conns := s.connectionsByName()
-	cs := s.b.Consumers()
-	sort.Slice(cs, func(i, j int) bool {
-		if cs[i].Queue != cs[j].Queue {
-			return cs[i].Queue < cs[j].Queue
-		}
-		return cs[i].Tag < cs[j].Tag
-	})
-	out := []map[string]any{}
-	for _, c := range cs {
+	items, _, _ := s.gather(r.Context(), itemsRequest{Kind: kindConsumers, Vhost: vh, One: one})
+	out := make([]any, 0, len(items))
+	for _, c := range items {
 		if (one && c.Vhost != vh) || !s.sees(u, c.Vhost) || !u.mayReach(c.User) {
 			continue
 		}
-		out = append(out, consumerJSON(c, conns[c.Connection], s.b.NodeName()))
+		out = append(out, c.Body)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -141,10 +134,11 @@ func (s *Server) listVhostConnections(w http.ResponseWriter, r *http.Request, u 
 	if !ok {
 		return
 	}
-	out := []map[string]any{}
-	for _, c := range s.b.Connections() {
+	items, _, _ := s.gather(r.Context(), itemsRequest{Kind: kindConnections, Vhost: v.Name(), One: true})
+	out := make([]any, 0, len(items))
+	for _, c := range items {
 		if c.Vhost == v.Name() && u.mayReach(c.User) {
-			out = append(out, connectionJSON(c, s.b.NodeName()))
+			out = append(out, c.Body)
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -158,10 +152,11 @@ func (s *Server) listUserConnections(w http.ResponseWriter, r *http.Request, u c
 		writeError(w, http.StatusUnauthorized, "not_authorised", "User not authorised to access object")
 		return
 	}
-	out := []map[string]any{}
-	for _, c := range s.b.Connections() {
+	items, _, _ := s.gather(r.Context(), itemsRequest{Kind: kindConnections})
+	out := make([]any, 0, len(items))
+	for _, c := range items {
 		if c.User == user {
-			out = append(out, connectionJSON(c, s.b.NodeName()))
+			out = append(out, c.Body)
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -175,12 +170,13 @@ func (s *Server) closeUserConnections(w http.ResponseWriter, r *http.Request, u 
 		writeError(w, http.StatusUnauthorized, "not_authorised", "User not authorised to access object")
 		return
 	}
-	for _, c := range s.b.Connections() {
+	items, _, _ := s.gather(r.Context(), itemsRequest{Kind: kindConnections})
+	for _, c := range items {
 		if c.User != user {
 			continue
 		}
-		if err := s.b.CloseConnection(c.Name, r.Header.Get("X-Reason")); err != nil && !errors.Is(err, amqp.ErrNoConnection) {
-			writeErr(w, err)
+		if err := s.closeConnectionAt(r.Context(), c.Node, c.Key, r.Header.Get("X-Reason")); err != nil && !errors.Is(err, amqp.ErrNoConnection) {
+			writeNodeErr(w, err)
 			return
 		}
 	}
@@ -220,9 +216,21 @@ func (s *Server) globalParameters(w http.ResponseWriter, r *http.Request, u call
 	writeJSON(w, http.StatusOK, []map[string]any{{"name": "cluster_name", "value": s.clusterName()}})
 }
 
-// clusterName is the name RabbitMQ gives a cluster; a Warren node is a
-// cluster of one named after it.
-func (s *Server) clusterName() string { return s.b.NodeName() }
+// clusterName is the name RabbitMQ gives a cluster by default, its first
+// node's: the least member name in the metadata, the same on every node
+// (a node alone, or before its directory entry is written: its own name).
+func (s *Server) clusterName() string {
+	name := ""
+	for _, n := range s.b.Meta().Nodes() {
+		if name == "" || n.Name < name {
+			name = n.Name
+		}
+	}
+	if name == "" {
+		return s.b.NodeName()
+	}
+	return name
+}
 
 // getClusterName is GET /api/cluster-name.
 func (s *Server) getClusterName(w http.ResponseWriter, r *http.Request, u caller) {

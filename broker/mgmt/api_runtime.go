@@ -71,16 +71,20 @@ func (s *Server) queueJSON(q queue.Queue) map[string]any {
 }
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, u caller) {
-	vs, ok := s.vhostsFor(r, w, u)
-	if !ok {
-		return
+	vh, one := vhostFilter(r)
+	if one {
+		if _, ok := s.vhostOr404(w, vh); !ok {
+			return
+		}
 	}
-	out := []map[string]any{}
-	for _, v := range vs {
-		qs := v.Queues()
-		sort.Slice(qs, func(i, j int) bool { return qs[i].Info().Name < qs[j].Info().Name })
-		for _, q := range qs {
-			out = append(out, s.queueJSON(q))
+	items, answered, clustered := s.gather(r.Context(), itemsRequest{Kind: kindQueues, Vhost: vh, One: one})
+	if clustered {
+		items = s.withDownQueues(items, answered, vh, one)
+	}
+	out := make([]any, 0, len(items))
+	for _, it := range items {
+		if (one && it.Vhost == vh) || (!one && s.sees(u, it.Vhost)) {
+			out = append(out, it.Body)
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -91,12 +95,27 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, u caller) {
 	if !ok {
 		return
 	}
-	q, err := v.Queue(pv(r, "name"), 0)
+	name := pv(r, "name")
+	q, err := v.Queue(name, 0)
+	if err == nil {
+		writeJSON(w, http.StatusOK, s.queueJSON(q))
+		return
+	}
+	if !errors.Is(err, vhost.ErrRemote) {
+		writeErr(w, err)
+		return
+	}
+	rec, err := v.QueueRecord(name, 0)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.queueJSON(q))
+	body, err := s.remoteQueue(r.Context(), rec)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, u caller) {
@@ -414,10 +433,11 @@ func connectionJSON(c amqp.ConnectionInfo, node string) map[string]any {
 }
 
 func (s *Server) listConnections(w http.ResponseWriter, r *http.Request, u caller) {
-	out := []map[string]any{}
-	for _, c := range s.b.Connections() {
-		if u.mayReach(c.User) {
-			out = append(out, connectionJSON(c, s.b.NodeName()))
+	items, _, _ := s.gather(r.Context(), itemsRequest{Kind: kindConnections})
+	out := make([]any, 0, len(items))
+	for _, it := range items {
+		if u.mayReach(it.User) {
+			out = append(out, it.Body)
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -425,13 +445,14 @@ func (s *Server) listConnections(w http.ResponseWriter, r *http.Request, u calle
 
 func (s *Server) getConnection(w http.ResponseWriter, r *http.Request, u caller) {
 	name := pv(r, "name")
-	for _, c := range s.b.Connections() {
-		if c.Name == name {
+	items, _, _ := s.gather(r.Context(), itemsRequest{Kind: kindConnections})
+	for _, c := range items {
+		if c.Key == name {
 			if !u.mayReach(c.User) {
 				writeError(w, http.StatusUnauthorized, "not_authorised", "User not authorised to access object")
 				return
 			}
-			writeJSON(w, http.StatusOK, connectionJSON(c, s.b.NodeName()))
+			writeJSON(w, http.StatusOK, c.Body)
 			return
 		}
 	}
@@ -442,58 +463,57 @@ func (s *Server) deleteConnection(w http.ResponseWriter, r *http.Request, u call
 	name := pv(r, "name")
 	// Only a listed connection is closed, once its user is known to be one
 	// the caller may reach: one still in its handshake is not found (it
-	// could turn out to be another user's).
-	listed := false
-	for _, c := range s.b.Connections() {
-		if c.Name == name {
+	// could turn out to be another user's). It is closed on the node that
+	// holds it.
+	items, _, _ := s.gather(r.Context(), itemsRequest{Kind: kindConnections})
+	node := ""
+	for _, c := range items {
+		if c.Key == name {
 			if !u.mayReach(c.User) {
 				writeError(w, http.StatusUnauthorized, "not_authorised", "User not authorised to access object")
 				return
 			}
-			listed = true
+			node = c.Node
 			break
 		}
 	}
-	if !listed {
+	if node == "" {
 		writeError(w, http.StatusNotFound, "not_found", "Object Not Found")
 		return
 	}
-	err := s.b.CloseConnection(name, r.Header.Get("X-Reason"))
+	err := s.closeConnectionAt(r.Context(), node, name, r.Header.Get("X-Reason"))
 	if errors.Is(err, amqp.ErrNoConnection) {
 		writeError(w, http.StatusNotFound, "not_found", "Object Not Found")
 		return
 	}
 	if err != nil {
-		writeErr(w, err)
+		writeNodeErr(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) listChannels(w http.ResponseWriter, r *http.Request, u caller) {
-	out := []map[string]any{}
-	chs := s.b.Channels()
-	sort.Slice(chs, func(i, j int) bool {
-		if chs[i].Connection != chs[j].Connection {
-			return chs[i].Connection < chs[j].Connection
+	items, _, _ := s.gather(r.Context(), itemsRequest{Kind: kindChannels})
+	out := make([]any, 0, len(items))
+	for _, c := range items {
+		if u.mayReach(c.User) {
+			out = append(out, c.Body)
 		}
-		return chs[i].Number < chs[j].Number
-	})
-	conns := s.connectionsByName()
-	for _, c := range chs {
-		if !u.mayReach(c.User) {
-			continue
-		}
-		out = append(out, map[string]any{
-			"name": channelName(c), "number": c.Number,
-			"connection_details": connectionDetails(conns[c.Connection], c.Connection), "user": c.User, "vhost": c.Vhost,
-			"consumer_count": c.Consumers, "messages_unacknowledged": c.Unacked, "messages_unconfirmed": c.UnconfirmedLen,
-			"prefetch_count": c.PrefetchCount, "global_prefetch_count": c.GlobalPrefetch,
-			"confirm": c.Confirm, "transactional": c.Transactional, "node": s.b.NodeName(), "state": "running",
-			"message_stats": s.channelMessageStats(c),
-		})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// channelJSON renders one of this node's channels.
+func (s *Server) channelJSON(c amqp.ChannelInfo, conns map[string]amqp.ConnectionInfo) map[string]any {
+	return map[string]any{
+		"name": channelName(c), "number": c.Number,
+		"connection_details": connectionDetails(conns[c.Connection], c.Connection), "user": c.User, "vhost": c.Vhost,
+		"consumer_count": c.Consumers, "messages_unacknowledged": c.Unacked, "messages_unconfirmed": c.UnconfirmedLen,
+		"prefetch_count": c.PrefetchCount, "global_prefetch_count": c.GlobalPrefetch,
+		"confirm": c.Confirm, "transactional": c.Transactional, "node": s.b.NodeName(), "state": "running",
+		"message_stats": s.channelMessageStats(c),
+	}
 }
 
 // channelName is RabbitMQ's name of a channel: its connection's and its number.
@@ -515,39 +535,61 @@ func connectionDetails(c amqp.ConnectionInfo, name string) map[string]any {
 	return map[string]any{"name": name, "peer_host": c.PeerHost, "peer_port": c.PeerPort}
 }
 
-// overview is GET /api/overview. A monitoring user (or administrator) gets
-// the node's totals, counters and listeners; any other management user
-// totals over the vhosts it has access to and its own connections and
-// channels, as RabbitMQ's overview does.
+// overview is GET /api/overview: the cluster's totals, each member's
+// asked of it (see cluster_view.go). A monitoring user (or administrator)
+// gets every vhost's totals, the members' counters summed and their
+// listeners; any other management user totals over the vhosts it has
+// access to and its own connections and channels, as RabbitMQ's overview
+// does. The queues of a member that does not answer count from the
+// metadata.
 func (s *Server) overview(w http.ResponseWriter, r *http.Request, u caller) {
+	all, answered, clustered := s.clusterTotals(r.Context())
 	var queues, consumers, ready, unacked, exchanges int
-	queueStats := map[string]any{}
+	qstats, summed := newCounts(len(queueStats)), false
 	for _, v := range s.b.VhostList() {
 		if !u.monitor && !s.hasAccess(u, v.Name()) {
 			continue
 		}
 		exchanges += len(v.Routes().Exchanges())
-		for _, q := range v.Queues() {
-			st := q.Stats()
-			queues++
-			consumers += st.Consumers
-			ready += st.Ready
-			unacked += st.Unacked
-			if !u.monitor {
-				sumQueueStats(queueStats, s.queueMessageStats(v.Name(), q.Info().Name, st.Published, st.Delivered, st.Acked))
+		for _, t := range all {
+			vt, ok := t.Vhosts[v.Name()]
+			if !ok {
+				continue
 			}
+			queues += vt.Queues
+			consumers += vt.Consumers
+			ready += vt.Ready
+			unacked += vt.Unacked
+			if vt.Queues > 0 {
+				qstats.add(vt.Stats)
+				summed = true
+			}
+		}
+		if clustered {
+			queues += len(s.downQueues(v.Name(), answered))
 		}
 	}
 	conns, chans := 0, 0
-	for _, c := range s.b.Connections() {
-		if u.mayReach(c.User) {
-			conns++
+	global, churn := newCounts(len(globalStats)), newCounts(len(churnStats))
+	var listeners []map[string]any
+	for _, t := range all {
+		for user, n := range t.Connections {
+			if u.mayReach(user) {
+				conns += n
+			}
 		}
+		for user, n := range t.Channels {
+			if u.mayReach(user) {
+				chans += n
+			}
+		}
+		global.add(t.Global)
+		churn.add(t.Churn)
+		listeners = append(listeners, t.Listeners...)
 	}
-	for _, c := range s.b.Channels() {
-		if u.mayReach(c.User) {
-			chans++
-		}
+	messageStats := map[string]any{}
+	if summed {
+		messageStats = withRates(queueStats[:], qstats.C, qstats.R)
 	}
 	out := map[string]any{
 		"management_version":        s.b.Version(),
@@ -566,18 +608,12 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, u caller) {
 		"statistics_db_event_queue": 0,
 		"object_totals":             map[string]any{"connections": conns, "channels": chans, "exchanges": exchanges, "queues": queues, "consumers": consumers},
 		"queue_totals":              map[string]any{"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked},
-		"message_stats":             queueStats,
+		"message_stats":             messageStats,
 	}
 	if u.monitor {
-		out["message_stats"] = s.globalMessageStats()
-		out["churn_rates"] = s.churnRates()
-		var listeners []map[string]any
-		for proto, addr := range s.b.Listeners() {
-			host, port, _ := net.SplitHostPort(addr)
-			p, _ := strconv.Atoi(port)
-			listeners = append(listeners, map[string]any{"node": s.b.NodeName(), "protocol": rabbitProtocol(proto), "ip_address": host, "port": p})
-		}
-		sort.Slice(listeners, func(i, j int) bool { return listeners[i]["protocol"].(string) < listeners[j]["protocol"].(string) })
+		out["message_stats"] = withRates(globalStats[:], global.C, global.R)
+		out["churn_rates"] = withRates(churnStats[:], churn.C, churn.R)
+		sortListeners(listeners)
 		out["node"], out["listeners"] = s.b.NodeName(), listeners
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -19,6 +19,21 @@
 // Vhost names are URL path segments, so "/" is written %2F. Errors are
 // {"error": ..., "reason": ...}.
 //
+// The cluster: /api/overview and the lists of queues, connections,
+// channels and consumers (and their per-vhost and per-user variants) show
+// every member's objects, each naming its node (cluster_view.go). The
+// answering node asks each other running member for its local items with
+// one node-level call (Cluster.CallNode, method "mgmt.items"), all at once,
+// each bounded by 2 s; a member that does not answer is left out and the
+// answer still comes. Members send their items uncut, each with its user
+// and vhost; the authorization cut is the answering node's, as above. A
+// queue's figures come from the node that holds it (meta.Queue.Node); a
+// queue whose node does not answer is listed from the metadata with state
+// "down". DELETE /api/connections/{name} closes the connection on its node
+// ("mgmt.close_connection"), after the same check. A cluster of one makes
+// no call. cluster_name is the least member name in the metadata (the
+// first node's, by default), the same on every node.
+//
 // A definitions import (POST /api/definitions) is all or nothing: the
 // whole document is checked against the broker and itself first, and a
 // document with an item that would be refused changes nothing; the 400

@@ -113,23 +113,30 @@ func withRates(names []string, counts []uint64, rs []float64) map[string]any {
 	return out
 }
 
-// globalMessageStats is the overview's message_stats for a monitoring
-// user: the node's counters now, with the rates of the last sample period.
-func (s *Server) globalMessageStats() map[string]any {
+// globalCounts is the node's message counters (globalStats) and their
+// rates: the overview's message_stats for a monitoring user, summed over
+// the members.
+func (s *Server) globalCounts() counts {
 	c := s.b.Counters()
 	unroutable, returned := c.Unroutable.Load(), c.Returned.Load()
-	counts := []uint64{c.Published.Load(), c.Delivered(), c.Acked(), c.Confirmed.Load(), c.Redelivered(), returned, unroutable - min(returned, unroutable)}
-	rs := make([]float64, len(globalStats))
+	out := counts{C: []uint64{c.Published.Load(), c.Delivered(), c.Acked(), c.Confirmed.Load(), c.Redelivered(), returned, unroutable - min(returned, unroutable)},
+		R: make([]float64, len(globalStats))}
 	if prev, last := s.rates.pair(); prev != nil {
-		for i := range rs {
-			rs[i] = rate(prev.global[i], last.global[i], last.at.Sub(prev.at))
+		for i := range out.R {
+			out.R[i] = rate(prev.global[i], last.global[i], last.at.Sub(prev.at))
 		}
 	}
-	return withRates(globalStats[:], counts, rs)
+	return out
 }
 
 // queueMessageStats is a queue's message_stats with its rates.
 func (s *Server) queueMessageStats(vhost, name string, published, delivered, acked uint64) map[string]any {
+	c := s.queueCounts(vhost, name, published, delivered, acked)
+	return withRates(queueStats[:], c.C, c.R)
+}
+
+// queueCounts is a queue's counters (queueStats) and their rates.
+func (s *Server) queueCounts(vhost, name string, published, delivered, acked uint64) counts {
 	rs := make([]float64, len(queueStats))
 	if prev, last := s.rates.pair(); prev != nil {
 		k := queueKey{vhost, name}
@@ -140,21 +147,7 @@ func (s *Server) queueMessageStats(vhost, name string, published, delivered, ack
 			}
 		}
 	}
-	return withRates(queueStats[:], []uint64{published, delivered, acked}, rs)
-}
-
-// sumQueueStats adds queue message_stats (counts and rates) for the
-// overview of a user who sees only some vhosts.
-func sumQueueStats(into, add map[string]any) {
-	for _, n := range queueStats {
-		c, _ := into[n].(uint64)
-		into[n] = c + add[n].(uint64)
-		r := 0.0
-		if d, ok := into[n+"_details"].(map[string]any); ok {
-			r, _ = d["rate"].(float64)
-		}
-		into[n+"_details"] = map[string]any{"rate": r + add[n+"_details"].(map[string]any)["rate"].(float64)}
-	}
+	return counts{C: []uint64{published, delivered, acked}, R: rs}
 }
 
 // churnCounts reads the node's churn counters in churnStats' order.
@@ -164,18 +157,18 @@ func (s *Server) churnCounts() [len(churnStats)]uint64 {
 		c.QueuesDeclared.Load(), c.QueuesCreated.Load(), c.QueuesDeleted.Load()}
 }
 
-// churnRates is the overview's churn_rates: connections and channels
-// opened and closed, queues declared, created and deleted, each a count
-// since the node started with its rate over the last sample period.
-func (s *Server) churnRates() map[string]any {
-	counts := s.churnCounts()
-	rs := make([]float64, len(churnStats))
+// churnCounters is the node's churn counters (churnStats) and their
+// rates: the overview's churn_rates (connections and channels opened and
+// closed, queues declared, created and deleted), summed over the members.
+func (s *Server) churnCounters() counts {
+	cs := s.churnCounts()
+	out := counts{C: cs[:], R: make([]float64, len(churnStats))}
 	if prev, last := s.rates.pair(); prev != nil {
-		for i := range rs {
-			rs[i] = rate(prev.churn[i], last.churn[i], last.at.Sub(prev.at))
+		for i := range out.R {
+			out.R[i] = rate(prev.churn[i], last.churn[i], last.at.Sub(prev.at))
 		}
 	}
-	return withRates(churnStats[:], counts[:], rs)
+	return out
 }
 
 func channelCounts(st amqp.MessageStats) [len(channelStats)]uint64 {

@@ -30,6 +30,8 @@ func NewServer(b Broker, log *slog.Logger) *Server {
 	s.takeSample()
 	s.routes()
 	b.HandleNode(methodNode, s.answerNode)
+	b.HandleNode(methodItems, s.answerItems)
+	b.HandleNode(methodCloseConnection, s.answerCloseConnection)
 	return s
 }
 

@@ -4,82 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/warrenmq/warren/broker/brokertest/eventually"
+	"github.com/warrenmq/warren/broker/cluster/clustertest"
 )
-
-// counter is a raft.FSM that counts the distinct commands it applied (a
-// command retried after a lost leadership counts once).
-type counter struct {
-	mu   sync.Mutex
-	seen map[string]bool
-}
-
-func (c *counter) Apply(l *raft.Log) any {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.seen == nil {
-		c.seen = map[string]bool{}
-	}
-	c.seen[string(l.Data)] = true
-	return nil
-}
-
-func (c *counter) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.seen)
-}
-
-func (c *counter) Snapshot() (raft.FSMSnapshot, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	keys := make([]string, 0, len(c.seen))
-	for k := range c.seen {
-		keys = append(keys, k)
-	}
-	return snap(strings.Join(keys, "\n")), nil
-}
-
-func (c *counter) Restore(r io.ReadCloser) error {
-	defer r.Close()
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.seen = map[string]bool{}
-	for _, k := range strings.Split(string(b), "\n") {
-		if k != "" {
-			c.seen[k] = true
-		}
-	}
-	return nil
-}
-
-type snap string
-
-func (s snap) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write([]byte(s)); err != nil {
-		_ = sink.Cancel()
-		return err
-	}
-	return sink.Close()
-}
-
-func (snap) Release() {}
 
 // member is one Raft group's member on one node: its FSM and raft over the
 // node's shared Store.
 type member struct {
 	id    raft.ServerID
-	fsm   *counter
+	fsm   *clustertest.Counter
 	snaps raft.SnapshotStore
 	trans *raft.InmemTransport
 	r     *raft.Raft
@@ -153,7 +90,7 @@ func TestRaftSingleNodeOnTheStore(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir, Options{SegmentBytes: 8 << 10})
 	_, trans := raft.NewInmemTransport("n1")
-	m := &member{id: "n1", fsm: &counter{}, snaps: raft.NewInmemSnapshotStore(), trans: trans}
+	m := &member{id: "n1", fsm: &clustertest.Counter{}, snaps: raft.NewInmemSnapshotStore(), trans: trans}
 	m.start(t, s, "meta", &raft.Configuration{Servers: []raft.Server{{ID: "n1", Address: trans.LocalAddr()}}})
 	applyN(t, []*member{m}, "a", 200)
 	must(t, m.r.Snapshot().Error())
@@ -167,10 +104,10 @@ func TestRaftSingleNodeOnTheStore(t *testing.T) {
 	must(t, s.Close())
 
 	s = open(t, dir, Options{SegmentBytes: 8 << 10})
-	m.fsm = &counter{}
+	m.fsm = &clustertest.Counter{}
 	m.start(t, s, "meta", nil)
 	applyN(t, []*member{m}, "c", 1)
-	eventually.True(t, 5*time.Second, "the restarted node applies its log again", func() bool { return m.fsm.count() == 301 })
+	eventually.True(t, 5*time.Second, "the restarted node applies its log again", func() bool { return m.fsm.Count() == 301 })
 	m.stop(t)
 }
 
@@ -193,7 +130,7 @@ func TestRaftThreeNodesTwoGroupsShareEachNodesStore(t *testing.T) {
 		for i := range nodes {
 			id := raft.ServerID(fmt.Sprintf("n%d", i+1))
 			addr, trans := raft.NewInmemTransport(raft.ServerAddress(grp + "@" + string(id)))
-			ms[i] = &member{id: id, fsm: &counter{}, snaps: raft.NewInmemSnapshotStore(), trans: trans}
+			ms[i] = &member{id: id, fsm: &clustertest.Counter{}, snaps: raft.NewInmemSnapshotStore(), trans: trans}
 			conf.Servers = append(conf.Servers, raft.Server{ID: id, Address: addr})
 		}
 		connect(ms)
@@ -207,7 +144,7 @@ func TestRaftThreeNodesTwoGroupsShareEachNodesStore(t *testing.T) {
 	}
 	for _, grp := range groups {
 		for _, m := range members[grp] {
-			eventually.True(t, 10*time.Second, fmt.Sprintf("%s on %s applies 50", grp, m.id), func() bool { return m.fsm.count() == 50 })
+			eventually.True(t, 10*time.Second, fmt.Sprintf("%s on %s applies 50", grp, m.id), func() bool { return m.fsm.Count() == 50 })
 		}
 	}
 
@@ -231,13 +168,13 @@ func TestRaftThreeNodesTwoGroupsShareEachNodesStore(t *testing.T) {
 	for _, grp := range groups {
 		m := members[grp][fi]
 		_, m.trans = raft.NewInmemTransport(m.trans.LocalAddr())
-		m.fsm = &counter{}
+		m.fsm = &clustertest.Counter{}
 		connect(members[grp])
 		m.start(t, stores[fi], grp, nil)
 	}
 	for _, grp := range groups {
 		m := members[grp][fi]
-		eventually.True(t, 10*time.Second, fmt.Sprintf("restarted %s of %s catches up to 60", m.id, grp), func() bool { return m.fsm.count() == 60 })
+		eventually.True(t, 10*time.Second, fmt.Sprintf("restarted %s of %s catches up to 60", m.id, grp), func() bool { return m.fsm.Count() == 60 })
 	}
 	for _, grp := range groups {
 		for _, m := range members[grp] {
@@ -263,7 +200,7 @@ func TestRaftOnTheInmemTwin(t *testing.T) {
 		t.Fatal("Group returns another store for the same id")
 	}
 	_, trans := raft.NewInmemTransport("n1")
-	m := &member{id: "n1", fsm: &counter{}, snaps: raft.NewInmemSnapshotStore(), trans: trans}
+	m := &member{id: "n1", fsm: &clustertest.Counter{}, snaps: raft.NewInmemSnapshotStore(), trans: trans}
 	m.start(t, stores, "meta", &raft.Configuration{Servers: []raft.Server{{ID: "n1", Address: trans.LocalAddr()}}})
 	applyN(t, []*member{m}, "a", 10)
 	if last, _ := stores.Group("meta").LastIndex(); last < 10 {

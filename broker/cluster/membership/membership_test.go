@@ -12,28 +12,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/warrenmq/warren/broker/brokertest/eventually"
+	"github.com/warrenmq/warren/broker/cluster/clustertest"
 	"github.com/warrenmq/warren/broker/cluster/logstore"
 	"github.com/warrenmq/warren/broker/cluster/raftgroup"
 	"github.com/warrenmq/warren/broker/cluster/transport"
 )
-
-// nopFSM is a state machine with no state: membership only needs the
-// group's configuration.
-type nopFSM struct{}
-
-func (nopFSM) Apply(*raft.Log) any                 { return nil }
-func (nopFSM) Snapshot() (raft.FSMSnapshot, error) { return nopSnap{}, nil }
-func (nopFSM) Restore(r io.ReadCloser) error       { return r.Close() }
-
-type nopSnap struct{}
-
-func (nopSnap) Persist(s raft.SnapshotSink) error { return s.Close() }
-func (nopSnap) Release()                          {}
 
 // directory is the in-memory twin of the replicated member table: one
 // table every node of a test reads.
@@ -108,7 +95,7 @@ func (w *world) start(name, id string, seeds []string, dns string) *member {
 	w.t.Helper()
 	net := w.hub.Network(name)
 	g, err := raftgroup.Open(raftgroup.Config{
-		ID: "meta", Node: name, Network: net, Stores: logstore.NewInmem(), SnapshotDir: w.t.TempDir(), FSM: nopFSM{},
+		ID: "meta", Node: name, Network: net, Stores: logstore.NewInmem(), SnapshotDir: w.t.TempDir(), FSM: &clustertest.Counter{},
 		Timing: raftgroup.Timing{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond, LeaderLeaseTimeout: 100 * time.Millisecond},
 	})
 	if err != nil {

@@ -4,81 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/warrenmq/warren/broker/brokertest/eventually"
+	"github.com/warrenmq/warren/broker/cluster/clustertest"
 	"github.com/warrenmq/warren/broker/cluster/logstore"
 )
-
-// counter is a raft.FSM that records the distinct commands it applied.
-type counter struct {
-	mu   sync.Mutex
-	seen map[string]bool
-}
-
-func (c *counter) Apply(l *raft.Log) any {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.seen == nil {
-		c.seen = map[string]bool{}
-	}
-	c.seen[string(l.Data)] = true
-	return nil
-}
-
-func (c *counter) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.seen)
-}
-
-func (c *counter) Snapshot() (raft.FSMSnapshot, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	keys := make([]string, 0, len(c.seen))
-	for k := range c.seen {
-		keys = append(keys, k)
-	}
-	return snap(strings.Join(keys, "\n")), nil
-}
-
-func (c *counter) Restore(r io.ReadCloser) error {
-	defer r.Close()
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.seen = map[string]bool{}
-	for _, k := range strings.Split(string(b), "\n") {
-		if k != "" {
-			c.seen[k] = true
-		}
-	}
-	return nil
-}
-
-type snap string
-
-func (s snap) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write([]byte(s)); err != nil {
-		_ = sink.Cancel()
-		return err
-	}
-	return sink.Close()
-}
-
-func (snap) Release() {}
 
 // member is one node's member of one Raft group, on the node's Network.
 type member struct {
 	node string
-	fsm  *counter
+	fsm  *clustertest.Counter
 	r    *raft.Raft
 }
 
@@ -109,7 +47,7 @@ func startGroup(t *testing.T, nets []Network, id string) []*member {
 		trans := n.Group(id)
 		cfg := raftConfig(n.Node())
 		must(t, raft.BootstrapCluster(cfg, store, store, snaps, trans, conf))
-		m := &member{node: n.Node(), fsm: &counter{}}
+		m := &member{node: n.Node(), fsm: &clustertest.Counter{}}
 		r, err := raft.NewRaft(cfg, m.fsm, store, store, snaps, trans)
 		must(t, err)
 		m.r = r
@@ -158,7 +96,7 @@ func waitApplied(t *testing.T, ms []*member, want int, not ...string) {
 		if contains(not, m.node) {
 			continue
 		}
-		eventually.True(t, 20*time.Second, fmt.Sprintf("%s applies %d commands", m.node, want), func() bool { return m.fsm.count() == want })
+		eventually.True(t, 20*time.Second, fmt.Sprintf("%s applies %d commands", m.node, want), func() bool { return m.fsm.Count() == want })
 	}
 }
 

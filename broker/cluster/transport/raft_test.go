@@ -71,8 +71,8 @@ func TestRaftGroupsElectFailOverAndConverge(t *testing.T) {
 					must(t, m.r.Snapshot().Error())
 				}
 			}
-			if old.fsm.count() != 10 {
-				t.Fatalf("the cut-off node applied %d commands, want 10", old.fsm.count())
+			if old.fsm.Count() != 10 {
+				t.Fatalf("the cut-off node applied %d commands, want 10", old.fsm.Count())
 			}
 
 			f.heal()

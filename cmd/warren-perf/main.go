@@ -70,7 +70,7 @@ func newRootCmd() *cobra.Command {
 	streamCmd := &cobra.Command{Use: "stream", Short: "Stream protocol (port 5552) load"}
 	streamCmd.AddCommand(newStreamFillCmd(), newStreamConsumeCmd(), newStreamPublishCmd())
 	amqpCmd := &cobra.Command{Use: "amqp", Short: "AMQP 0.9.1 (port 5672) load"}
-	amqpCmd.AddCommand(newAMQPConsumeCmd(), newAMQPPublishCmd())
+	amqpCmd.AddCommand(newAMQPConsumeCmd(), newAMQPPublishCmd(), newAMQPDeclareCmd())
 	root.AddCommand(streamCmd, amqpCmd)
 	return root
 }

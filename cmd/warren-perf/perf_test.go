@@ -136,3 +136,22 @@ func TestAMQPConsumeWireClient(t *testing.T) {
 		})
 	}
 }
+
+func TestAMQPDeclare(t *testing.T) {
+	c := brokertest.StartCluster(t, 3)
+	// Declares on a follower of the metadata group are forwarded to the
+	// leader and answered once committed and applied here.
+	r := run(t, "amqp", "declare", "--uri", c.Nodes[2].URL(), "--queue", "d", "--connections", "4", "--messages", "200")
+	if r.Messages != 200 || r.Error != "" {
+		t.Fatalf("declare: %+v", r)
+	}
+	for _, q := range c.Nodes[2].Meta().Queues("/") {
+		if strings.HasPrefix(q.Name, "d-") {
+			t.Fatalf("queue %s left after the run", q.Name)
+		}
+	}
+	k := run(t, "amqp", "declare", "--uri", c.Nodes[0].URL(), "--queue", "k", "--connections", "2", "--messages", "10", "--keep")
+	if k.Messages != 10 || len(c.Nodes[0].Meta().Queues("/")) != 10 {
+		t.Fatalf("declare --keep: %+v, %d queues", k, len(c.Nodes[0].Meta().Queues("/")))
+	}
+}

@@ -162,34 +162,49 @@ func TestMetadataWritesDriveTheVhost(t *testing.T) {
 }
 
 // A queue the metadata places on another node is known (its name is
-// taken) but is not opened here: using it answers an error naming the
-// node, never a panic or a silent drop.
+// taken) but is not opened here: with its node unreachable, using it
+// answers as RabbitMQ does (404 naming the home node), a publish routed to
+// it is nacked, a consume (not forwarded yet) is 540 naming the node;
+// never a panic or a silent drop.
 func TestQueueOnAnotherNode(t *testing.T) {
 	ctx := context.Background()
+	homeDown := "NOT_FOUND - home node 'warren@elsewhere' of durable queue 'far' in vhost '/' is down or inaccessible"
 	cases := []struct {
-		name string
-		use  func(ch *amqp091.Channel) error
+		name      string
+		use       func(ch *amqp091.Channel) error
+		code      int
+		reasonHas string
 	}{
 		{"passive declare", func(ch *amqp091.Channel) error {
 			_, err := ch.QueueDeclarePassive("far", true, false, false, false, nil)
 			return err
-		}},
+		}, 404, homeDown},
 		{"basic.get", func(ch *amqp091.Channel) error {
 			_, _, err := ch.Get("far", true)
 			return err
-		}},
+		}, 404, homeDown},
 		{"consume", func(ch *amqp091.Channel) error {
 			_, err := ch.Consume("far", "", true, false, false, false, nil)
 			return err
-		}},
+		}, 540, "warren@elsewhere"},
 		{"publish routed to it", func(ch *amqp091.Channel) error {
-			if err := ch.Publish("", "far", false, false, amqp091.Publishing{Body: []byte("x")}); err != nil {
+			if err := ch.Confirm(false); err != nil {
 				return err
 			}
-			// The refusal closes the connection: a later call sees it.
-			_, err := ch.QueueDeclare("", false, true, true, false, nil)
-			return err
-		}},
+			confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
+			if err := ch.Publish("", "far", true, false, amqp091.Publishing{Body: []byte("x")}); err != nil {
+				return err
+			}
+			select {
+			case c := <-confirms:
+				if c.Ack {
+					return errors.New("confirmed a message its queue's node never took")
+				}
+			case <-time.After(10 * time.Second):
+				return errors.New("no confirm within 10 s")
+			}
+			return &amqp091.Error{Code: 0, Reason: "nacked"}
+		}, 0, "nacked"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -199,9 +214,9 @@ func TestQueueOnAnotherNode(t *testing.T) {
 			}
 			ch := n.Channel(t)
 			err := c.use(ch)
-			code, reason := amqpCode(err)
-			if code != 540 || !strings.Contains(reason, "warren@elsewhere") {
-				t.Fatalf("using a queue on another node: %v; want 540 naming warren@elsewhere", err)
+			var aerr *amqp091.Error
+			if !errors.As(err, &aerr) || aerr.Code != c.code || !strings.Contains(aerr.Reason, c.reasonHas) {
+				t.Fatalf("using a queue on another node: %v; want %d %q", err, c.code, c.reasonHas)
 			}
 			// The node still serves: a new connection declares and uses a queue.
 			ch2 := n.Channel(t)

@@ -15,6 +15,7 @@ import (
 	"github.com/warrenmq/warren/broker/auth"
 	"github.com/warrenmq/warren/broker/config"
 	"github.com/warrenmq/warren/broker/counters"
+	"github.com/warrenmq/warren/broker/forward"
 	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/mgmt"
 	"github.com/warrenmq/warren/broker/store"
@@ -35,6 +36,8 @@ type Broker struct {
 	meta *meta.Raft
 	// cluster is the node's part of its cluster (a one-node cluster too).
 	cluster *clusterNode
+	// forward makes the proxies of queues other nodes hold.
+	forward *forward.Client
 	auth    *auth.Checker
 	// lock holds the data directory's flock from New to Shutdown.
 	lock *os.File
@@ -126,6 +129,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, log: log, meta: m, cluster: cn, lock: lock, vhosts: map[string]*vhost.Vhost{}, listeners: map[string]net.Listener{}, clusterID: id}
+	b.forward = forward.NewClient(forward.Config{Network: cn.net, Errors: vhost.FromStatus, Log: log})
+	forward.Serve(cn.net, forwardLocal{b}, vhost.ToStatus, log)
 	b.auth = auth.NewChecker(m, cfg.Auth.LoopbackUsers)
 	b.startedAt = time.Now()
 	b.disk = store.NewDiskWatch(cfg.DataDir, cfg.Limits.DiskFreeLimit, b.diskAlarmChanged)
@@ -241,6 +246,7 @@ func (b *Broker) startVhost(ctx context.Context, mv meta.Vhost) error {
 		Disk:         b.disk,
 		Log:          b.log,
 		Churn:        &b.churn,
+		Remote:       b.forward,
 	})
 	if err != nil {
 		return fmt.Errorf("server: start vhost %q: %w", mv.Name, err)

@@ -22,8 +22,15 @@
 // vhost opens only its own node's queues, with the opener its type
 // registers in QueueTypes (x-queue-type: classic, stream; quorum refused
 // until it exists); a queue of another node is known to routing and kept as
-// a record, and where it would be used here (Queue, Route, a passive
-// declare, delete with conditions) the answer is ErrRemote naming the node.
+// a record with a proxy from Config.Remote (package forward): Queue and
+// Route give the proxy, so a publish reaches the owner and its confirms
+// come back; a declare of it answers from the record with the owner's
+// counts (NOT_FOUND "home node ... is down or inaccessible" when the owner
+// does not answer); a delete goes to the owner, which checks the
+// conditions. LocalQueue is the owner's side: only the queues held here.
+// Without Config.Remote, using a queue of another node is ErrRemote naming
+// the node. Errors crossing nodes are gRPC status errors (ToStatus,
+// FromStatus) carrying RabbitMQ's text.
 // DropTransient, at node start, deletes the non-durable and exclusive queues
 // a crash left in the metadata on this node; AdoptOrphans, on a node that
 // is alone, re-places on it the queues of a node name that is no member

@@ -148,8 +148,8 @@ func (v *Vhost) checkBinding(b routing.Binding) error {
 
 // Route resolves an exchange and routing key to queues, appending to dst.
 // Routing reads the lock-free snapshot; the queue lookup takes a read lock.
-// When a queue it reaches is held by another node, dst has the local ones
-// and the error is an ErrRemote naming the node.
+// A queue another node holds is its proxy (Config.Remote); without one,
+// dst has the local queues and the error is an ErrRemote naming the node.
 func (v *Vhost) Route(exchange, key string, headers map[string]any, dst []queue.Queue) ([]queue.Queue, error) {
 	var namesBuf [8]string
 	names, err := v.routes.Route(exchange, key, headers, namesBuf[:0])
@@ -165,6 +165,8 @@ func (v *Vhost) Route(exchange, key string, headers map[string]any, dst []queue.
 		if e, ok := v.queues[n]; ok {
 			if e.q != nil {
 				dst = append(dst, e.q)
+			} else if e.proxy != nil {
+				dst = append(dst, e.proxy)
 			} else if e.remote {
 				remote = e
 			}

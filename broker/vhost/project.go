@@ -171,12 +171,18 @@ func (v *Vhost) queuePut(ctx context.Context, rec meta.Queue, fresh bool) error 
 		return nil
 	}
 	if e, ok := v.queues[rec.Name]; ok {
+		if e.remote && e.rec.Node != rec.Node && !v.local(rec) {
+			e.proxy = v.proxy(rec)
+		}
 		e.rec = rec
 		v.mu.Unlock()
 		return nil
 	}
 	v.mu.Unlock()
 	e := &queueEntry{rec: rec, remote: !v.local(rec)}
+	if e.remote {
+		e.proxy = v.proxy(rec)
+	}
 	if !e.remote {
 		e.q, e.openErr = v.openRecord(ctx, rec)
 		if e.openErr != nil && !fresh {
@@ -232,6 +238,19 @@ func (v *Vhost) queueDeleted(ctx context.Context, name string) {
 	v.mu.Lock()
 	e.deletedMsgs, e.deleteErr = n, err
 	v.mu.Unlock()
+}
+
+// proxy is the forwarding proxy of a queue another node holds (nil when
+// this node does not forward).
+func (v *Vhost) proxy(rec meta.Queue) queue.Queue {
+	if v.cfg.Remote == nil {
+		return nil
+	}
+	typ := rec.Type
+	if typ == "" {
+		typ = "classic"
+	}
+	return v.cfg.Remote.Queue(queue.Info{Vhost: v.cfg.Name, Name: rec.Name, Type: typ, Durable: rec.Durable, AutoDelete: rec.AutoDelete, Exclusive: rec.Exclusive, Args: rec.Arguments}, rec.Node)
 }
 
 // openRecord opens a queue this node holds with its type's opener.

@@ -2,7 +2,9 @@ package vhost
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/queue"
@@ -123,6 +125,9 @@ func (v *Vhost) redeclare(e *queueEntry, d QueueDecl) (queue.Queue, bool, error)
 		if e.openErr != nil {
 			return nil, false, e.openErr
 		}
+		if e.proxy != nil {
+			return v.redeclareRemote(e, d)
+		}
 		return nil, false, v.remoteErr(e)
 	}
 	if d.Passive {
@@ -137,6 +142,40 @@ func (v *Vhost) redeclare(e *queueEntry, d QueueDecl) (queue.Queue, bool, error)
 	v.cfg.Churn.QueuesDeclared.Add(1)
 	return e.q, false, nil
 }
+
+// redeclareRemote answers a declare of a queue another node holds from its
+// record, with the counts asked of the owner: an owner that does not
+// answer makes it NOT_FOUND (home node down), as with RabbitMQ.
+func (v *Vhost) redeclareRemote(e *queueEntry, d QueueDecl) (queue.Queue, bool, error) {
+	if !d.Passive {
+		if err := meta.CheckQueueEquivalent(e.rec, v.declRecord(d)); err != nil {
+			return nil, false, fromMeta(err, "declare queue '%s'", d.Name)
+		}
+	}
+	rs, ok := e.proxy.(remoteStats)
+	if !ok {
+		return e.proxy, false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteDeclareTimeout)
+	defer cancel()
+	st, err := rs.StatsContext(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	v.cfg.Churn.QueuesDeclared.Add(1)
+	return declared{Queue: e.proxy, st: st}, false, nil
+}
+
+// remoteDeclareTimeout bounds the owner's answer to a declare.
+const remoteDeclareTimeout = 5 * time.Second
+
+// declared is a remote queue with the counts its declare got.
+type declared struct {
+	queue.Queue
+	st queue.Stats
+}
+
+func (d declared) Stats() queue.Stats { return d.st }
 
 func (v *Vhost) isClosed() bool {
 	v.mu.RLock()
@@ -188,8 +227,21 @@ func (v *Vhost) Queue(name string, owner uint64) (queue.Queue, error) {
 	if owner != 0 && v.lockedFor(e, owner) {
 		return nil, v.lockedErr(name)
 	}
+	if e.proxy != nil {
+		return e.proxy, nil
+	}
 	if e.remote {
 		return nil, v.remoteErr(e)
+	}
+	return e.q, nil
+}
+
+// LocalQueue is a queue this node holds (NOT_FOUND for any other: the
+// serving side of forwarding).
+func (v *Vhost) LocalQueue(name string) (queue.Queue, error) {
+	e, ok := v.entry(name)
+	if !ok || e.q == nil {
+		return nil, errorf(ErrNotFound, "no queue '%s' in vhost '%s' on node '%s'", name, v.cfg.Name, v.cfg.Node)
 	}
 	return e.q, nil
 }
@@ -235,7 +287,15 @@ func (v *Vhost) DeleteQueue(ctx context.Context, name string, o QueueDeleteOptio
 	if !o.Force && v.lockedFor(e, o.Owner) {
 		return 0, v.lockedErr(name)
 	}
-	if o.IfUnused || o.IfEmpty {
+	if e.proxy != nil {
+		// The owner checks the conditions, deletes and counts.
+		n, err := e.proxy.Delete(ctx, o.IfUnused, o.IfEmpty)
+		if err == nil || o.IfUnused || o.IfEmpty || !errors.Is(err, ErrNotFound) {
+			return n, err
+		}
+		// Its node is down (or no longer has it): the record goes.
+		v.log.Warn("delete queue: its node did not delete it; deleting its record", "queue", name, "node", e.rec.Node, "err", err)
+	} else if o.IfUnused || o.IfEmpty {
 		if e.remote {
 			return 0, v.remoteErr(e)
 		}

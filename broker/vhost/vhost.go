@@ -42,6 +42,24 @@ type Config struct {
 	Log  *slog.Logger
 	// Churn (may be nil) counts queues declared, created and deleted.
 	Churn *counters.Churn
+	// Remote (may be nil: no forwarding, a queue of another node is an
+	// ErrRemote where it would be used) makes the proxies of queues other
+	// nodes hold (forward.Client).
+	Remote RemoteQueues
+}
+
+// RemoteQueues makes a proxy of a queue another node holds: a queue.Queue
+// whose operations go to that node. Its errors from the owner are *Error
+// (FromStatus); an owner it cannot reach is ErrNotFound with RabbitMQ's
+// "home node ... is down or inaccessible".
+type RemoteQueues interface {
+	Queue(info queue.Info, node string) queue.Queue
+}
+
+// remoteStats is what a proxy has beyond queue.Queue: the owner's counters
+// with a context and its error (declare answers from them).
+type remoteStats interface {
+	StatsContext(ctx context.Context) (queue.Stats, error)
 }
 
 // Settings are a vhost's effective storage settings.
@@ -80,8 +98,10 @@ type Vhost struct {
 type queueEntry struct {
 	rec meta.Queue
 	q   queue.Queue // nil: held by another node (remote), or opening failed (openErr)
-	// remote: the record places the queue on another node.
+	// remote: the record places the queue on another node; proxy, when
+	// not nil, forwards to it (Config.Remote).
 	remote  bool
+	proxy   queue.Queue
 	openErr error
 	// The handler's result of deleting it, read by the DeleteQueue that
 	// wrote the delete.
@@ -278,9 +298,10 @@ func (h host) DeadLetter(exchange string, msgs []*message.Message) {
 	var dst []queue.Queue
 	for _, m := range msgs {
 		var err error
+		// A queue of another node gets it through its proxy.
 		dst, err = h.v.Route(exchange, m.RoutingKey, nil, dst[:0])
 		if err != nil && errors.Is(err, ErrRemote) {
-			// The local queues still get it; forwarding is not here yet.
+			// The local queues still get it; this node does not forward.
 			h.v.log.Warn("dead-letter: a queue it routes to is on another node", "exchange", exchange, "err", err)
 		}
 		for _, q := range dst {

@@ -1,0 +1,442 @@
+package forward
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/warrenmq/warren/broker/cluster/transport"
+	"github.com/warrenmq/warren/broker/queue"
+)
+
+// Methods of the node-level calls.
+const (
+	methodPublish = "forward.publish"
+	methodStats   = "forward.stats"
+	methodGet     = "forward.get"
+	methodSettle  = "forward.settle"
+	methodPurge   = "forward.purge"
+	methodDelete  = "forward.delete"
+)
+
+// Config configures a Client.
+type Config struct {
+	Network transport.Network
+	// Errors maps an error that crossed from the owner (a gRPC status) to
+	// the caller's errors; nil leaves it as is.
+	Errors func(error) error
+	Log    *slog.Logger
+	// MaxBatchBytes bounds one publish call (default 1 MiB; a single
+	// larger message goes alone).
+	MaxBatchBytes int
+	// MaxInFlight is the publish calls in flight per node (default 4).
+	MaxInFlight int
+	// HighWater is the bytes outstanding to a node above which Throttle
+	// blocks (default 16 MiB).
+	HighWater int
+	// CallTimeout bounds a publish call (default 30 s): its messages are
+	// nacked when it ends.
+	CallTimeout time.Duration
+}
+
+// Client makes proxies of queues other nodes hold and sends what they are
+// given. Safe for concurrent use.
+type Client struct {
+	cfg Config
+	log *slog.Logger
+
+	mu    sync.Mutex
+	nodes map[string]*sender
+}
+
+// NewClient returns a Client on cfg.Network.
+func NewClient(cfg Config) *Client {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Errors == nil {
+		cfg.Errors = func(err error) error { return err }
+	}
+	if cfg.MaxBatchBytes <= 0 {
+		cfg.MaxBatchBytes = 1 << 20
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 4
+	}
+	if cfg.HighWater <= 0 {
+		cfg.HighWater = 16 << 20
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 30 * time.Second
+	}
+	return &Client{cfg: cfg, log: cfg.Log.With("subsystem", "forward"), nodes: map[string]*sender{}}
+}
+
+// Queue returns a proxy of the queue info names, held by node.
+func (c *Client) Queue(info queue.Info, node string) queue.Queue {
+	return &Queue{c: c, info: info, node: node, s: c.sender(node)}
+}
+
+func (c *Client) sender(node string) *sender {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.nodes[node]
+	if !ok {
+		s = &sender{c: c, node: node, epoch: newEpoch()}
+		c.nodes[node] = s
+	}
+	return s
+}
+
+// Queue is a proxy of a queue another node holds.
+type Queue struct {
+	c    *Client
+	info queue.Info
+	node string
+	s    *sender
+}
+
+// Node is the node that holds the queue.
+func (q *Queue) Node() string { return q.node }
+
+// Info implements queue.Queue.
+func (q *Queue) Info() queue.Info { return q.info }
+
+// Publish implements queue.Queue: the batch goes to the owner with the
+// next call to its node.
+func (q *Queue) Publish(batch []queue.Publish) { q.s.add(q, batch) }
+
+// Throttle implements queue.Queue: it blocks while too much is
+// outstanding to the owner.
+func (q *Queue) Throttle(ctx context.Context) error { return q.s.throttle(ctx) }
+
+// Ack implements queue.Queue (a basic.get's delivery through this node).
+func (q *Queue) Ack(seqs []uint64) { q.settle(settleAck, seqs) }
+
+// Requeue implements queue.Queue.
+func (q *Queue) Requeue(seqs []uint64) { q.settle(settleRequeue, seqs) }
+
+// Reject implements queue.Queue.
+func (q *Queue) Reject(seqs []uint64) { q.settle(settleReject, seqs) }
+
+const (
+	settleAck byte = iota + 1
+	settleRequeue
+	settleReject
+)
+
+// settle sends a settlement to the owner without waiting; one that cannot
+// be sent leaves the messages unacked there (warned).
+func (q *Queue) settle(op byte, seqs []uint64) {
+	if len(seqs) == 0 {
+		return
+	}
+	req := appendSeqs(appendQueueRef(nil, q.info.Vhost, q.info.Name), op, seqs)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), q.c.cfg.CallTimeout)
+		defer cancel()
+		if _, err := q.c.cfg.Network.Call(ctx, q.node, methodSettle, req); err != nil {
+			q.c.log.Warn("forward: settling messages on their queue's node failed; they stay unacked there", "node", q.node, "vhost", q.info.Vhost, "queue", q.info.Name, "messages", len(seqs), "err", err)
+		}
+	}()
+}
+
+// Consume implements queue.Queue: not done through another node yet.
+func (q *Queue) Consume(context.Context, queue.Consumer, queue.ConsumeOptions) error {
+	return fmt.Errorf("%w: queue '%s' in vhost '%s' is on node '%s'; consuming through another node is not supported yet", queue.ErrNotImplemented, q.info.Name, q.info.Vhost, q.node)
+}
+
+// Cancel implements queue.Queue.
+func (q *Queue) Cancel(queue.Consumer) {}
+
+// Wake implements queue.Queue.
+func (q *Queue) Wake(queue.Consumer) {}
+
+// Get implements queue.Queue (basic.get on the owner).
+func (q *Queue) Get(ctx context.Context, noAck bool) (queue.Delivery, bool, error) {
+	var flag byte
+	if noAck {
+		flag = 1
+	}
+	ans, err := q.call(ctx, methodGet, append(appendQueueRef(nil, q.info.Vhost, q.info.Name), flag))
+	if err != nil {
+		return queue.Delivery{}, false, err
+	}
+	d, ok, err := decodeDelivery(ans)
+	if err != nil {
+		return queue.Delivery{}, false, fmt.Errorf("forward: get from node %s: %w", q.node, err)
+	}
+	d.Queue = q
+	return d, ok, nil
+}
+
+// Purge implements queue.Queue.
+func (q *Queue) Purge(ctx context.Context) (int, error) {
+	ans, err := q.call(ctx, methodPurge, appendQueueRef(nil, q.info.Vhost, q.info.Name))
+	if err != nil {
+		return 0, err
+	}
+	return decodeCount(ans)
+}
+
+// Delete implements queue.Queue: the owner's vhost deletes the queue
+// (a metadata write) after checking the conditions.
+func (q *Queue) Delete(ctx context.Context, ifUnused, ifEmpty bool) (int, error) {
+	var flags byte
+	if ifUnused {
+		flags |= 1
+	}
+	if ifEmpty {
+		flags |= 2
+	}
+	ans, err := q.call(ctx, methodDelete, append(appendQueueRef(nil, q.info.Vhost, q.info.Name), flags))
+	if err != nil {
+		return 0, err
+	}
+	return decodeCount(ans)
+}
+
+func decodeCount(b []byte) (int, error) {
+	d := decoder{b: b}
+	n := d.u32of64()
+	return int(n), d.err
+}
+
+// StatsContext asks the owner for the queue's counters.
+func (q *Queue) StatsContext(ctx context.Context) (queue.Stats, error) {
+	ans, err := q.call(ctx, methodStats, appendQueueRef(nil, q.info.Vhost, q.info.Name))
+	if err != nil {
+		return queue.Stats{}, err
+	}
+	st, err := decodeStats(ans)
+	if err != nil {
+		return queue.Stats{}, fmt.Errorf("forward: stats from node %s: %w", q.node, err)
+	}
+	return st, nil
+}
+
+// statsTimeout bounds Stats, which has no context.
+const statsTimeout = 2 * time.Second
+
+// Stats implements queue.Queue: the owner's counters, zero when it does
+// not answer within statsTimeout.
+func (q *Queue) Stats() queue.Stats {
+	ctx, cancel := context.WithTimeout(context.Background(), statsTimeout)
+	defer cancel()
+	st, _ := q.StatsContext(ctx)
+	return st
+}
+
+// Close implements queue.Queue: a proxy holds nothing.
+func (q *Queue) Close(context.Context) error { return nil }
+
+// call makes one call to the owner. An owner that cannot be reached is
+// NOT_FOUND with RabbitMQ's text; other errors map through Config.Errors.
+func (q *Queue) call(ctx context.Context, method string, req []byte) ([]byte, error) {
+	ans, err := q.c.cfg.Network.Call(ctx, q.node, method, req)
+	if err == nil {
+		return ans, nil
+	}
+	if unreachable(err) && ctx.Err() == nil {
+		err = status.Error(codes.NotFound, HomeDownText(q.info, q.node))
+	}
+	return nil, q.c.cfg.Errors(err)
+}
+
+// HomeDownText is RabbitMQ's text for a queue whose node is down.
+func HomeDownText(info queue.Info, node string) string {
+	kind := "queue"
+	if info.Durable {
+		kind = "durable queue"
+	}
+	return fmt.Sprintf("home node '%s' of %s '%s' in vhost '%s' is down or inaccessible", node, kind, info.Name, info.Vhost)
+}
+
+func unreachable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unimplemented:
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded)
+}
+
+// item is one publish waiting for its node's next call.
+type item struct {
+	q *Queue
+	p queue.Publish
+}
+
+// sender is the publish path to one node: a queue of items, sent by up to
+// MaxInFlight goroutines each taking everything queued (up to
+// MaxBatchBytes) per call.
+type sender struct {
+	c    *Client
+	node string
+
+	mu          sync.Mutex
+	pending     []item
+	pendingSize int
+	outstanding int // bytes queued or in a call
+	running     int
+	space       chan struct{} // closed when outstanding drops below HighWater
+	// epoch and seq number the calls in the order their items were
+	// queued: the owner applies them in that order (calls run
+	// concurrently there). A failed call starts a new epoch, so the owner
+	// does not wait for a call that never comes.
+	epoch, seq uint64
+}
+
+func (s *sender) add(q *Queue, batch []queue.Publish) {
+	if len(batch) == 0 {
+		return
+	}
+	n := 0
+	s.mu.Lock()
+	for _, p := range batch {
+		s.pending = append(s.pending, item{q: q, p: p})
+		n += p.Msg.EncodedSize() + 4
+	}
+	s.pendingSize += n
+	s.outstanding += n
+	start := s.running < s.c.cfg.MaxInFlight
+	if start {
+		s.running++
+	}
+	s.mu.Unlock()
+	if start {
+		go s.run()
+	}
+}
+
+func (s *sender) throttle(ctx context.Context) error {
+	s.mu.Lock()
+	if s.outstanding <= s.c.cfg.HighWater {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.space == nil {
+		s.space = make(chan struct{})
+	}
+	ch := s.space
+	s.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run sends batches until nothing is queued.
+func (s *sender) run() {
+	for {
+		s.mu.Lock()
+		if len(s.pending) == 0 {
+			s.running--
+			s.mu.Unlock()
+			return
+		}
+		n, size := 0, 0
+		for n < len(s.pending) && (n == 0 || size+s.pending[n].p.Msg.EncodedSize()+4 <= s.c.cfg.MaxBatchBytes) {
+			size += s.pending[n].p.Msg.EncodedSize() + 4
+			n++
+		}
+		items := s.pending[:n:n]
+		if n == len(s.pending) {
+			s.pending = nil
+		} else {
+			s.pending = s.pending[n:]
+		}
+		s.pendingSize -= size
+		epoch, seq := s.epoch, s.seq
+		s.seq++
+		s.mu.Unlock()
+		failed := s.send(items, size, epoch, seq)
+		s.mu.Lock()
+		if failed && s.epoch == epoch {
+			s.epoch, s.seq = newEpoch(), 0
+		}
+		s.outstanding -= size
+		if s.space != nil && s.outstanding <= s.c.cfg.HighWater {
+			close(s.space)
+			s.space = nil
+		}
+		s.mu.Unlock()
+	}
+}
+
+// send makes one publish call and confirms or nacks its items; it
+// reports whether the call failed.
+func (s *sender) send(items []item, size int, epoch, seq uint64) bool {
+	var groups []group
+	for i, it := range items {
+		if i == 0 || it.q != items[i-1].q {
+			groups = append(groups, group{vhost: it.q.info.Vhost, queue: it.q.info.Name})
+		}
+		g := &groups[len(groups)-1]
+		g.msgs = append(g.msgs, it.p.Msg)
+	}
+	req := appendPublishes(make([]byte, 0, size+64*len(groups)+17), epoch, seq, groups)
+	ctx, cancel := context.WithTimeout(context.Background(), s.c.cfg.CallTimeout)
+	ans, err := s.c.cfg.Network.Call(ctx, s.node, methodPublish, req)
+	cancel()
+	if err == nil && len(ans) != len(items) {
+		err = fmt.Errorf("%w: %d verdicts for %d messages", errMalformed, len(ans), len(items))
+	}
+	if err != nil {
+		s.c.log.Warn("forward: publishing to a queue's node failed; the messages are nacked", "node", s.node, "messages", len(items), "err", err)
+	}
+	confirmAll(items, ans, err == nil)
+	return err != nil
+}
+
+// newEpoch is a random number naming a run of a sender's calls.
+func newEpoch() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// confirmAll tells each item's confirmer its verdict (ans[i] == verdictOK,
+// or every one nacked when !ok), a run of items with one confirmer and
+// verdict in one call.
+func confirmAll(items []item, ans []byte, ok bool) {
+	var tags []uint64
+	var cur queue.Confirmer
+	curOK := false
+	flush := func() {
+		if cur != nil && len(tags) > 0 {
+			cur.Confirm(tags, curOK)
+		}
+		tags = nil // a confirmer may keep the slice
+	}
+	for i, it := range items {
+		if it.p.Confirm == nil {
+			continue
+		}
+		v := ok && ans[i] == verdictOK
+		if it.p.Confirm != cur || v != curOK {
+			flush()
+			cur, curOK = it.p.Confirm, v
+		}
+		tags = append(tags, it.p.Tag)
+	}
+	flush()
+}
+
+// The verdicts of a publish answer, one byte a message in request order.
+const (
+	verdictPending byte = iota
+	verdictOK
+	verdictNack
+)
+
+var _ queue.Queue = (*Queue)(nil)

@@ -1,0 +1,43 @@
+// Package forward lets any node serve any client of a queue another node
+// holds. A node routes a publish itself (every node has the same routing
+// table, a projection of the metadata); where a route reaches a queue the
+// metadata places on another node, the vhost holds a proxy queue.Queue
+// (Client.Queue) in its place, so the protocols' batching, confirms,
+// mandatory returns and flow control work on it unchanged. The serving
+// side (Serve) answers the calls on the owning node with its local queue.
+//
+// Publishes: a proxy hands its batch to its node's sender (one per
+// destination node, shared by every proxy of that node), which sends what
+// is queued in one node-level Call ("forward.publish"), up to
+// Config.MaxInFlight calls in flight per node: messages that queue up
+// travel together, never one call each. The owner publishes them into its
+// queues with a new message id of its own and answers once every one is
+// confirmed there (after fsync for a persistent message on a durable
+// queue); the answer's per-message verdicts become the publishers'
+// confirms. A call that fails (the owner down or unreachable, the queue
+// gone) nacks every message it carried, with a warning naming the node:
+// nothing is confirmed that the owner did not confirm, nothing is dropped
+// silently. Throttle blocks a publisher while more than Config.HighWater
+// bytes are outstanding to the node (the owner's own queue throttles its
+// handler, so its back-pressure reaches the publisher).
+//
+// Other operations are one Call each: stats (queue.declare-ok counts),
+// basic.get (its delivery's settlement is forwarded: Ack, Requeue, Reject
+// on the proxy go to the owner's queue with the owner's sequence numbers),
+// purge and delete (the owner's vhost applies if-unused and if-empty).
+// Consuming through a node that does not hold the queue is not done yet:
+// Consume answers queue.ErrNotImplemented naming the node.
+//
+// Wire: messages cross in message.Message's own encoding; the framing is
+// in wire.go, every decoder bounds-checked and fuzzed. Errors cross as gRPC
+// status errors: the owner maps its errors to codes with Serve's toStatus,
+// and a caller maps them back with Config.Errors (the vhost's FromStatus),
+// keeping RabbitMQ's text. An owner that cannot be reached answers as
+// RabbitMQ does: NOT_FOUND "home node 'N' of durable queue 'q' in vhost
+// '/' is down or inaccessible".
+//
+// Concurrency: every exported method is safe for concurrent use. A
+// proxy's Publish never blocks (it appends to its sender's queue under a
+// mutex taken briefly); confirms are called from the sender's goroutines.
+// The single-node path never reaches this package.
+package forward

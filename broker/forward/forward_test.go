@@ -1,0 +1,191 @@
+package forward
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/warrenmq/warren/broker/brokertest/eventually"
+	"github.com/warrenmq/warren/broker/cluster/transport"
+	"github.com/warrenmq/warren/broker/message"
+	"github.com/warrenmq/warren/broker/queue"
+)
+
+// memQueue is a twin of queue.Queue that keeps what it is given and
+// confirms it at once (or refuses it when refuse is set).
+type memQueue struct {
+	queue.Queue // unused methods panic
+	info        queue.Info
+	mu          sync.Mutex
+	bodies      []string
+	refuse      bool
+}
+
+func (q *memQueue) Info() queue.Info               { return q.info }
+func (q *memQueue) Throttle(context.Context) error { return nil }
+func (q *memQueue) Stats() queue.Stats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return queue.Stats{Ready: len(q.bodies)}
+}
+func (q *memQueue) Purge(context.Context) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := len(q.bodies)
+	q.bodies = nil
+	return n, nil
+}
+func (q *memQueue) Publish(batch []queue.Publish) {
+	q.mu.Lock()
+	for _, p := range batch {
+		q.bodies = append(q.bodies, string(p.Msg.Body))
+	}
+	refuse := q.refuse
+	q.mu.Unlock()
+	for _, p := range batch {
+		if p.Confirm != nil {
+			p.Confirm.Confirm([]uint64{p.Tag}, !refuse)
+		}
+	}
+}
+
+type memLocal struct {
+	qs  map[string]*memQueue
+	ids atomic.Uint64
+}
+
+func (l *memLocal) LocalQueue(vhost, name string) (queue.Queue, error) {
+	if q, ok := l.qs[vhost+"/"+name]; ok {
+		return q, nil
+	}
+	return nil, errors.New("no such queue")
+}
+func (l *memLocal) DeleteQueue(context.Context, string, string, bool, bool) (int, error) {
+	return 0, nil
+}
+func (l *memLocal) NewMessageID() uint64 { return l.ids.Add(1) }
+
+// countingNetwork counts the publish calls a node makes.
+type countingNetwork struct {
+	transport.Network
+	publishes atomic.Int64
+}
+
+func (n *countingNetwork) Call(ctx context.Context, node, method string, req []byte) ([]byte, error) {
+	if method == methodPublish {
+		n.publishes.Add(1)
+	}
+	return n.Network.Call(ctx, node, method, req)
+}
+
+// confirms records a publisher's confirms.
+type confirms struct {
+	mu        sync.Mutex
+	ack, nack int
+}
+
+func (c *confirms) Confirm(tags []uint64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ok {
+		c.ack += len(tags)
+	} else {
+		c.nack += len(tags)
+	}
+}
+
+func (c *confirms) counts() (int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ack, c.nack
+}
+
+func setup(t *testing.T) (*transport.InmemHub, *Client, *countingNetwork, *memQueue) {
+	t.Helper()
+	hub := transport.NewInmemHub()
+	owner := &memQueue{info: queue.Info{Vhost: "/", Name: "q", Durable: true}}
+	Serve(hub.Network("b"), &memLocal{qs: map[string]*memQueue{"//q": owner}}, nil, nil)
+	nw := &countingNetwork{Network: hub.Network("a")}
+	c := NewClient(Config{Network: nw, CallTimeout: 5 * time.Second})
+	return hub, c, nw, owner
+}
+
+func TestPublishesQueuedUpTravelInFewCallsInOrder(t *testing.T) {
+	_, c, nw, owner := setup(t)
+	q := c.Queue(owner.info, "b")
+	var conf confirms
+	const n = 20000
+	for i := range n {
+		q.Publish([]queue.Publish{{Msg: &message.Message{ID: uint64(i), Body: []byte{byte(i), byte(i >> 8)}}, Confirm: &conf, Tag: uint64(i)}})
+	}
+	eventually.True(t, 10*time.Second, "every message confirmed", func() bool {
+		a, _ := conf.counts()
+		return a == n
+	})
+	if calls := nw.publishes.Load(); calls > n/10 {
+		t.Fatalf("%d publish calls for %d messages: not batched", calls, n)
+	}
+	owner.mu.Lock()
+	defer owner.mu.Unlock()
+	if len(owner.bodies) != n {
+		t.Fatalf("owner has %d messages, want %d", len(owner.bodies), n)
+	}
+	for i, b := range owner.bodies {
+		if b != string([]byte{byte(i), byte(i >> 8)}) {
+			t.Fatalf("message %d out of order", i)
+		}
+	}
+}
+
+func TestPublishesToAnUnreachableOrRefusingOwnerAreNacked(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(hub *transport.InmemHub, owner *memQueue, q *queue.Info)
+	}{
+		{"owner partitioned", func(hub *transport.InmemHub, _ *memQueue, _ *queue.Info) { hub.Partition("a", "b") }},
+		{"owner refuses", func(_ *transport.InmemHub, owner *memQueue, _ *queue.Info) { owner.refuse = true }},
+		{"queue not on the owner", func(_ *transport.InmemHub, _ *memQueue, info *queue.Info) { info.Name = "other" }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			hub, c, _, owner := setup(t)
+			info := owner.info
+			tc.setup(hub, owner, &info)
+			q := c.Queue(info, "b")
+			var conf confirms
+			for i := range 100 {
+				q.Publish([]queue.Publish{{Msg: &message.Message{Body: []byte("x")}, Confirm: &conf, Tag: uint64(i)}})
+			}
+			eventually.True(t, 10*time.Second, "every message nacked", func() bool {
+				a, n := conf.counts()
+				return a == 0 && n == 100
+			})
+		})
+	}
+}
+
+func TestStatsAndPurgeOfAnUnreachableOwnerAreHomeDown(t *testing.T) {
+	hub, c, _, owner := setup(t)
+	q := c.Queue(owner.info, "b").(*Queue)
+	owner.Publish([]queue.Publish{{Msg: &message.Message{Body: []byte("x")}}})
+	if st, err := q.StatsContext(context.Background()); err != nil || st.Ready != 1 {
+		t.Fatalf("stats: %+v %v", st, err)
+	}
+	hub.Partition("a", "b")
+	want := "home node 'b' of durable queue 'q' in vhost '/' is down or inaccessible"
+	if _, err := q.Purge(context.Background()); err == nil || !contains(err.Error(), want) {
+		t.Fatalf("purge with the owner unreachable: %v, want %q", err, want)
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}

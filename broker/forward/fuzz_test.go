@@ -1,0 +1,32 @@
+package forward
+
+import (
+	"context"
+	"testing"
+
+	"github.com/warrenmq/warren/broker/cluster/transport"
+	"github.com/warrenmq/warren/broker/message"
+	"github.com/warrenmq/warren/broker/queue"
+)
+
+// FuzzHandlers sends any bytes to every handler of the owner: a peer's
+// request never panics or hangs it, and a malformed one is refused.
+func FuzzHandlers(f *testing.F) {
+	m := &message.Message{Exchange: "x", RoutingKey: "q", Body: []byte("hi")}
+	f.Add(appendPublishes(nil, 1, 0, []group{{vhost: "/", queue: "q", msgs: []*message.Message{m}}}))
+	f.Add(appendQueueRef(nil, "/", "q"))
+	f.Add(appendSeqs(appendQueueRef(nil, "/", "q"), settleAck, []uint64{1, 2}))
+	f.Add([]byte{wireVersion, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, '/', 0, 1, 'q', 0xff, 0xff, 0xff, 0xff})
+	hub := transport.NewInmemHub()
+	owner := &memQueue{info: queue.Info{Vhost: "/", Name: "q"}}
+	Serve(hub.Network("b"), &memLocal{qs: map[string]*memQueue{"//q": owner}}, nil, nil)
+	a := hub.Network("a")
+	f.Fuzz(func(t *testing.T, req []byte) {
+		for _, method := range []string{methodPublish, methodStats, methodPurge, methodDelete} {
+			_, _ = a.Call(context.Background(), "b", method, req)
+		}
+		_, _ = decodeStats(req)
+		_, _, _ = decodeDelivery(req)
+		_, _ = decodeCount(req)
+	})
+}

@@ -1,0 +1,229 @@
+package forward
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/warrenmq/warren/broker/cluster/transport"
+	"github.com/warrenmq/warren/broker/queue"
+)
+
+// Local is the owning node's side: its queues and its vhosts' deletes.
+type Local interface {
+	// LocalQueue is a queue this node holds (an error when it holds no
+	// such queue).
+	LocalQueue(vhost, name string) (queue.Queue, error)
+	// DeleteQueue deletes a queue this node holds, checking the
+	// conditions, and returns how many messages it held.
+	DeleteQueue(ctx context.Context, vhost, name string, ifUnused, ifEmpty bool) (int, error)
+	// NewMessageID is a message id unique on this node.
+	NewMessageID() uint64
+}
+
+// Serve registers the owner's handlers of the forwarded calls on nw.
+// toStatus maps Local's errors to gRPC status errors (the vhost's
+// ToStatus); nil sends them as codes.Unknown.
+func Serve(nw transport.Network, l Local, toStatus func(error) error, log *slog.Logger) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if toStatus == nil {
+		toStatus = func(err error) error { return err }
+	}
+	h := &handlers{l: l, toStatus: toStatus, log: log.With("subsystem", "forward"), order: orderer{turns: map[string]*turn{}}}
+	nw.Handle(methodPublish, h.publish)
+	nw.Handle(methodStats, h.stats)
+	nw.Handle(methodGet, h.get)
+	nw.Handle(methodSettle, h.settle)
+	nw.Handle(methodPurge, h.purge)
+	nw.Handle(methodDelete, h.delete)
+}
+
+type handlers struct {
+	l        Local
+	toStatus func(error) error
+	log      *slog.Logger
+	order    orderer
+}
+
+func badRequest(err error) error { return status.Error(codes.InvalidArgument, err.Error()) }
+
+// publish puts each group's messages in its queue and answers, once every
+// one is confirmed or refused there, one verdict a message.
+func (h *handlers) publish(ctx context.Context, from string, req []byte) ([]byte, error) {
+	pr, err := decodePublishes(req)
+	if err != nil {
+		return nil, badRequest(err)
+	}
+	groups, total := pr.groups, pr.total
+	col := &collector{verdicts: make([]byte, total), left: total, done: make(chan struct{})}
+	if total == 0 {
+		close(col.done)
+	}
+	// The sender's calls run concurrently here: their messages go into
+	// the queues in the order the sender numbered them.
+	done, err := h.order.wait(ctx, from, pr.epoch, pr.seq, h.log)
+	if err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
+	var queues []queue.Queue
+	i := 0
+	for _, g := range groups {
+		q, err := h.l.LocalQueue(g.vhost, g.queue)
+		if err != nil {
+			h.log.Warn("forward: a publish from another node names a queue this node does not hold; nacked", "from", from, "vhost", g.vhost, "queue", g.queue, "messages", len(g.msgs), "err", err)
+			col.Confirm(seqTags(i, len(g.msgs)), false)
+			i += len(g.msgs)
+			continue
+		}
+		pubs := make([]queue.Publish, len(g.msgs))
+		for j, m := range g.msgs {
+			m.ID = h.l.NewMessageID() // ids are per node
+			pubs[j] = queue.Publish{Msg: m, Confirm: col, Tag: uint64(i)}
+			i++
+		}
+		q.Publish(pubs)
+		queues = append(queues, q)
+	}
+	done()
+	for _, q := range queues {
+		if err := q.Throttle(ctx); err != nil {
+			return nil, status.FromContextError(err).Err()
+		}
+	}
+	select {
+	case <-col.done:
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	return append([]byte(nil), col.verdicts...), nil
+}
+
+func seqTags(from, n int) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = uint64(from + i)
+	}
+	return out
+}
+
+// collector gathers the verdicts of one publish call.
+type collector struct {
+	mu       sync.Mutex
+	verdicts []byte
+	left     int
+	done     chan struct{}
+}
+
+func (c *collector) Confirm(tags []uint64, ok bool) {
+	v := verdictNack
+	if ok {
+		v = verdictOK
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range tags {
+		if t >= uint64(len(c.verdicts)) || c.verdicts[t] != verdictPending {
+			continue
+		}
+		c.verdicts[t] = v
+		c.left--
+		if c.left == 0 {
+			close(c.done)
+		}
+	}
+}
+
+func (h *handlers) queue(req []byte) (queue.Queue, decoder, error) {
+	vh, name, d, err := decodeQueueRef(req)
+	if err != nil {
+		return nil, d, badRequest(err)
+	}
+	q, err := h.l.LocalQueue(vh, name)
+	if err != nil {
+		return nil, d, h.toStatus(err)
+	}
+	return q, d, nil
+}
+
+func (h *handlers) stats(_ context.Context, _ string, req []byte) ([]byte, error) {
+	q, _, err := h.queue(req)
+	if err != nil {
+		return nil, err
+	}
+	return appendStats(nil, q.Stats()), nil
+}
+
+func (h *handlers) get(ctx context.Context, _ string, req []byte) ([]byte, error) {
+	q, d, err := h.queue(req)
+	if err != nil {
+		return nil, err
+	}
+	noAck := d.u8() == 1
+	if d.err != nil {
+		return nil, badRequest(d.err)
+	}
+	dl, ok, err := q.Get(ctx, noAck)
+	if err != nil {
+		return nil, h.toStatus(err)
+	}
+	return appendDelivery(nil, dl, ok), nil
+}
+
+func (h *handlers) settle(_ context.Context, _ string, req []byte) ([]byte, error) {
+	q, d, err := h.queue(req)
+	if err != nil {
+		return nil, err
+	}
+	op, seqs := d.seqs()
+	if d.err != nil {
+		return nil, badRequest(d.err)
+	}
+	switch op {
+	case settleAck:
+		q.Ack(seqs)
+	case settleRequeue:
+		q.Requeue(seqs)
+	case settleReject:
+		q.Reject(seqs)
+	default:
+		return nil, badRequest(fmt.Errorf("%w: settle op %d", errMalformed, op))
+	}
+	return nil, nil
+}
+
+func (h *handlers) purge(ctx context.Context, _ string, req []byte) ([]byte, error) {
+	q, _, err := h.queue(req)
+	if err != nil {
+		return nil, err
+	}
+	n, err := q.Purge(ctx)
+	if err != nil {
+		return nil, h.toStatus(err)
+	}
+	return binary.BigEndian.AppendUint64(nil, uint64(n)), nil
+}
+
+func (h *handlers) delete(ctx context.Context, _ string, req []byte) ([]byte, error) {
+	vh, name, d, err := decodeQueueRef(req)
+	if err != nil {
+		return nil, badRequest(err)
+	}
+	flags := d.u8()
+	if d.err != nil {
+		return nil, badRequest(d.err)
+	}
+	n, err := h.l.DeleteQueue(ctx, vh, name, flags&1 != 0, flags&2 != 0)
+	if err != nil {
+		return nil, h.toStatus(err)
+	}
+	return binary.BigEndian.AppendUint64(nil, uint64(n)), nil
+}

@@ -1,0 +1,265 @@
+package forward
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/warrenmq/warren/broker/message"
+	"github.com/warrenmq/warren/broker/queue"
+)
+
+// errMalformed is a request or answer that is not this package's encoding.
+var errMalformed = errors.New("forward: malformed message")
+
+const wireVersion = 1
+
+// maxBatchGroups bounds the groups of one publish request.
+const maxBatchGroups = 1 << 16
+
+// group is the publishes of one call for one queue.
+type group struct {
+	vhost, queue string
+	msgs         []*message.Message
+}
+
+// appendPublishes encodes a publish request: version(1) epoch(8) seq(8),
+// then per group vhost(2+n) queue(2+n) count(4), then count times
+// len(4)+message. epoch and seq order the calls of one sender.
+func appendPublishes(b []byte, epoch, seq uint64, groups []group) []byte {
+	b = append(b, wireVersion)
+	b = binary.BigEndian.AppendUint64(b, epoch)
+	b = binary.BigEndian.AppendUint64(b, seq)
+	for _, g := range groups {
+		b = appendString(b, g.vhost)
+		b = appendString(b, g.queue)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(g.msgs)))
+		for _, m := range g.msgs {
+			b = binary.BigEndian.AppendUint32(b, uint32(m.EncodedSize()))
+			b = m.Encode(b)
+		}
+	}
+	return b
+}
+
+// publishes is a decoded publish request.
+type publishes struct {
+	epoch, seq uint64
+	groups     []group
+	total      int
+}
+
+// decodePublishes parses a publish request; its messages alias b.
+func decodePublishes(b []byte) (publishes, error) {
+	if len(b) < 1 || b[0] != wireVersion {
+		return publishes{}, fmt.Errorf("%w: version", errMalformed)
+	}
+	d := decoder{b: b[1:]}
+	p := publishes{epoch: d.u64(), seq: d.u64()}
+	if d.err != nil {
+		return publishes{}, d.err
+	}
+	var groups []group
+	total := 0
+	for len(d.b) > 0 {
+		if len(groups) >= maxBatchGroups {
+			return publishes{}, fmt.Errorf("%w: too many groups", errMalformed)
+		}
+		g := group{vhost: d.string(), queue: d.string()}
+		n := d.u32()
+		if d.err != nil {
+			return publishes{}, d.err
+		}
+		// Every message takes at least its 4-byte length: no count may
+		// promise more than the bytes left.
+		if uint64(n)*4 > uint64(len(d.b)) {
+			return publishes{}, fmt.Errorf("%w: message count", errMalformed)
+		}
+		g.msgs = make([]*message.Message, 0, n)
+		for range n {
+			raw := d.bytes(int(d.u32()))
+			if d.err != nil {
+				return publishes{}, d.err
+			}
+			m, err := message.Decode(raw)
+			if err != nil {
+				return publishes{}, fmt.Errorf("forward: %w", err)
+			}
+			g.msgs = append(g.msgs, m)
+		}
+		total += int(n)
+		groups = append(groups, g)
+	}
+	p.groups, p.total = groups, total
+	return p, nil
+}
+
+// queueRef is the request of a one-queue operation: vhost(2+n) queue(2+n)
+// then the operation's own fields.
+func appendQueueRef(b []byte, vhost, name string) []byte {
+	b = append(b, wireVersion)
+	return appendString(appendString(b, vhost), name)
+}
+
+func decodeQueueRef(b []byte) (vhost, name string, d decoder, err error) {
+	if len(b) < 1 || b[0] != wireVersion {
+		return "", "", d, fmt.Errorf("%w: version", errMalformed)
+	}
+	d = decoder{b: b[1:]}
+	vhost, name = d.string(), d.string()
+	return vhost, name, d, d.err
+}
+
+func appendStats(b []byte, st queue.Stats) []byte {
+	for _, v := range []uint64{uint64(st.Ready), uint64(st.Unacked), uint64(st.Consumers), uint64(st.ReadyBytes), uint64(st.UnackedBytes), st.Published, st.Delivered, st.Acked} {
+		b = binary.BigEndian.AppendUint64(b, v)
+	}
+	return b
+}
+
+func decodeStats(b []byte) (queue.Stats, error) {
+	d := decoder{b: b}
+	st := queue.Stats{Ready: int(d.u32of64()), Unacked: int(d.u32of64()), Consumers: int(d.u32of64()), ReadyBytes: int64(d.u63()), UnackedBytes: int64(d.u63()), Published: d.u64(), Delivered: d.u64(), Acked: d.u64()}
+	return st, d.err
+}
+
+// appendSeqs encodes an op(1) and sequence numbers (settlement).
+func appendSeqs(b []byte, op byte, seqs []uint64) []byte {
+	b = append(b, op)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(seqs)))
+	for _, s := range seqs {
+		b = binary.BigEndian.AppendUint64(b, s)
+	}
+	return b
+}
+
+func (d *decoder) seqs() (byte, []uint64) {
+	op := d.u8()
+	n := d.u32()
+	if d.err != nil {
+		return 0, nil
+	}
+	if uint64(n)*8 > uint64(len(d.b)) {
+		d.err = fmt.Errorf("%w: sequence count", errMalformed)
+		return 0, nil
+	}
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = d.u64()
+	}
+	return op, out
+}
+
+// appendDelivery encodes a basic.get answer: found(1), then seq(8)
+// redelivered(1) remaining(4) message(rest).
+func appendDelivery(b []byte, d queue.Delivery, ok bool) []byte {
+	if !ok {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = binary.BigEndian.AppendUint64(b, d.Seq)
+	var r byte
+	if d.Redelivered {
+		r = 1
+	}
+	b = append(b, r)
+	b = binary.BigEndian.AppendUint32(b, uint32(d.Remaining))
+	return d.Msg.Encode(b)
+}
+
+func decodeDelivery(b []byte) (queue.Delivery, bool, error) {
+	d := decoder{b: b}
+	if d.u8() == 0 {
+		return queue.Delivery{}, false, d.err
+	}
+	dl := queue.Delivery{Seq: d.u64(), Redelivered: d.u8() == 1, Remaining: int(d.u32())}
+	if d.err != nil {
+		return queue.Delivery{}, false, d.err
+	}
+	m, err := message.Decode(d.b)
+	if err != nil {
+		return queue.Delivery{}, false, fmt.Errorf("forward: %w", err)
+	}
+	dl.Msg = m
+	return dl, true, nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(s)))
+	return append(b, s...)
+}
+
+// decoder reads big-endian fields; the first short read sets err and every
+// later read returns zero.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) need(n int) bool {
+	if d.err != nil {
+		return false
+	}
+	if n < 0 || n > len(d.b) {
+		d.err = fmt.Errorf("%w: short", errMalformed)
+		return false
+	}
+	return true
+}
+
+func (d *decoder) u8() byte {
+	if !d.need(1) {
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) u32() uint32 {
+	if !d.need(4) {
+		return 0
+	}
+	v := binary.BigEndian.Uint32(d.b)
+	d.b = d.b[4:]
+	return v
+}
+
+func (d *decoder) u64() uint64 {
+	if !d.need(8) {
+		return 0
+	}
+	v := binary.BigEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+// u32of64 is a count sent as 8 bytes, clamped to 32 bits (no peer makes
+// an int overflow).
+func (d *decoder) u32of64() uint64 {
+	v := d.u64()
+	if v > 1<<31-1 {
+		v = 1<<31 - 1
+	}
+	return v
+}
+
+func (d *decoder) u63() uint64 { return d.u64() &^ (1 << 63) }
+
+func (d *decoder) bytes(n int) []byte {
+	if !d.need(n) {
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string() string {
+	if !d.need(2) {
+		return ""
+	}
+	n := int(binary.BigEndian.Uint16(d.b))
+	d.b = d.b[2:]
+	return string(d.bytes(n))
+}

@@ -1,0 +1,42 @@
+package server
+
+import (
+	"context"
+
+	"github.com/warrenmq/warren/broker/queue"
+	"github.com/warrenmq/warren/broker/vhost"
+)
+
+// forwardLocal is this node's side of forwarded queue operations: the
+// queues its vhosts hold.
+type forwardLocal struct{ b *Broker }
+
+func (l forwardLocal) vhost(name string) (*vhost.Vhost, error) {
+	v, ok := l.b.Vhost(name)
+	if !ok {
+		return nil, &vhost.Error{Kind: vhost.ErrNotFound, Text: "no vhost '" + name + "'"}
+	}
+	return v, nil
+}
+
+func (l forwardLocal) LocalQueue(vh, name string) (queue.Queue, error) {
+	v, err := l.vhost(vh)
+	if err != nil {
+		return nil, err
+	}
+	return v.LocalQueue(name)
+}
+
+func (l forwardLocal) DeleteQueue(ctx context.Context, vh, name string, ifUnused, ifEmpty bool) (int, error) {
+	v, err := l.vhost(vh)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := v.LocalQueue(name); err != nil {
+		return 0, err
+	}
+	// The caller checked the exclusive owner.
+	return v.DeleteQueue(ctx, name, vhost.QueueDeleteOptions{IfUnused: ifUnused, IfEmpty: ifEmpty, Force: true})
+}
+
+func (l forwardLocal) NewMessageID() uint64 { return l.b.NewMessageID() }

@@ -1,0 +1,222 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/broker/brokertest"
+	"github.com/warrenmq/warren/broker/brokertest/eventually"
+)
+
+// declareOn waits until node n knows queue q (its metadata applied) and
+// returns its passive declare.
+func declareOn(t *testing.T, n *brokertest.Node, q string) amqp091.Queue {
+	t.Helper()
+	var got amqp091.Queue
+	eventually.Succeeds(t, 10*time.Second, "the queue known on "+n.Cfg.Cluster.NodeName, func() error {
+		ch, err := n.Dial(t).Channel()
+		if err != nil {
+			return err
+		}
+		defer ch.Close()
+		got, err = ch.QueueDeclarePassive(q, true, false, false, false, nil)
+		return err
+	})
+	return got
+}
+
+// publishCounted publishes n persistent messages body-numbered from
+// first on ch (in confirm mode, mandatory) and returns how many were
+// acked and nacked, and how many came back returned.
+func publishCounted(t *testing.T, ch *amqp091.Channel, q string, first, n int) (acked, nacked, returned int) {
+	t.Helper()
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, n))
+	returns := ch.NotifyReturn(make(chan amqp091.Return, n))
+	ctx := context.Background()
+	for i := first; i < first+n; i++ {
+		if err := ch.PublishWithContext(ctx, "", q, true, false, amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	timeout := time.After(30 * time.Second)
+	for range n {
+		select {
+		case c := <-confirms:
+			if c.Ack {
+				acked++
+			} else {
+				nacked++
+			}
+		case <-timeout:
+			t.Fatalf("%d of %d confirms within 30 s", acked+nacked, n)
+		}
+	}
+	for len(returns) > 0 {
+		<-returns
+		returned++
+	}
+	return acked, nacked, returned
+}
+
+func TestPublishThroughANodeThatDoesNotHoldTheQueue(t *testing.T) {
+	c := brokertest.StartCluster(t, 3)
+	n1, n3 := c.Nodes[0], c.Nodes[2]
+	owner := c.Nodes[1].Channel(t)
+	if _, err := owner.QueueDeclare("orders", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	declareOn(t, n1, "orders")
+
+	// Publish on n1 to the queue on n2: every message confirmed, none
+	// returned (a remote queue is a route).
+	pub := n1.Channel(t)
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	const total = 3000
+	if acked, nacked, returned := publishCounted(t, pub, "orders", 0, total); acked != total || returned != 0 {
+		t.Fatalf("acked %d nacked %d returned %d of %d", acked, nacked, returned, total)
+	}
+	// Declare on a third node answers with the owner's counts.
+	if q := declareOn(t, n3, "orders"); q.Messages != total {
+		t.Fatalf("declare on n3: %d messages, want %d", q.Messages, total)
+	}
+	// Declare that differs is refused from the record.
+	if _, err := n3.Channel(t).QueueDeclare("orders", false, false, false, false, nil); !isAMQP(err, amqp091.PreconditionFailed) {
+		t.Fatalf("inequivalent declare on n3: %v", err)
+	}
+
+	// basic.get through n3, with an ack; then a get that is requeued comes
+	// back redelivered.
+	get := n3.Channel(t)
+	d, ok, err := get.Get("orders", false)
+	if err != nil || !ok || string(d.Body) != "0" {
+		t.Fatalf("get through n3: %q %v %v", d.Body, ok, err)
+	}
+	if err := d.Ack(false); err != nil {
+		t.Fatal(err)
+	}
+	d, _, _ = get.Get("orders", false)
+	if string(d.Body) != "1" {
+		t.Fatalf("second get: %q", d.Body)
+	}
+	if err := d.Nack(false, true); err != nil {
+		t.Fatal(err)
+	}
+	eventually.Succeeds(t, 5*time.Second, "the requeued message back first, redelivered", func() error {
+		d, ok, err := get.Get("orders", true)
+		if err != nil || !ok {
+			return fmt.Errorf("get: %v %v", ok, err)
+		}
+		if string(d.Body) != "1" || !d.Redelivered {
+			return fmt.Errorf("got %q redelivered %v", d.Body, d.Redelivered)
+		}
+		return nil
+	})
+
+	// The owner's consumer gets the rest, each once, in order.
+	deliveries, err := owner.Consume("orders", "", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 2; i < total; i++ {
+		select {
+		case d := <-deliveries:
+			if string(d.Body) != strconv.Itoa(i) {
+				t.Fatalf("delivery %d: %q", i, d.Body)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("delivery %d missing", i)
+		}
+	}
+	if err := owner.Cancel("", false); err != nil {
+		t.Logf("cancel: %v", err)
+	}
+}
+
+func TestPurgeAndDeleteThroughAnotherNode(t *testing.T) {
+	c := brokertest.StartCluster(t, 2)
+	n1 := c.Nodes[0]
+	if _, err := c.Nodes[1].Channel(t).QueueDeclare("jobs", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	declareOn(t, n1, "jobs")
+	pub := n1.Channel(t)
+	_ = pub.Confirm(false)
+	if acked, _, _ := publishCounted(t, pub, "jobs", 0, 10); acked != 10 {
+		t.Fatalf("acked %d", acked)
+	}
+	if _, err := n1.Channel(t).QueueDelete("jobs", false, true, false); !isAMQP(err, amqp091.PreconditionFailed) {
+		t.Fatalf("delete if-empty of a queue holding 10 through n1: %v", err)
+	}
+	if n, err := n1.Channel(t).QueuePurge("jobs", false); err != nil || n != 10 {
+		t.Fatalf("purge through n1: %d %v", n, err)
+	}
+	if _, err := n1.Channel(t).QueueDelete("jobs", false, true, false); err != nil {
+		t.Fatalf("delete if-empty of an empty queue through n1: %v", err)
+	}
+	eventually.Succeeds(t, 5*time.Second, "the queue gone on its node", func() error {
+		_, err := c.Nodes[1].Dial(t).Channel()
+		if err != nil {
+			return err
+		}
+		if _, ok := c.Nodes[1].Vhost("/"); !ok {
+			return errors.New("no vhost")
+		}
+		v, _ := c.Nodes[1].Vhost("/")
+		if _, err := v.LocalQueue("jobs"); err == nil {
+			return errors.New("n2 still holds jobs")
+		}
+		return nil
+	})
+}
+
+func TestOwnerDownNacksPublishesAndDeclareIsNotFound(t *testing.T) {
+	c := brokertest.StartCluster(t, 3)
+	n1 := c.Nodes[0]
+	if _, err := c.Nodes[2].Channel(t).QueueDeclare("held", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	declareOn(t, n1, "held")
+	c.Stop(2)
+
+	pub := n1.Channel(t)
+	_ = pub.Confirm(false)
+	if acked, nacked, returned := publishCounted(t, pub, "held", 0, 5); acked != 0 || nacked != 5 || returned != 0 {
+		t.Fatalf("with the owner down: acked %d nacked %d returned %d, want 5 nacked", acked, nacked, returned)
+	}
+	_, err := n1.Channel(t).QueueDeclarePassive("held", true, false, false, false, nil)
+	want := "NOT_FOUND - home node 'warren@n3' of durable queue 'held' in vhost '/' is down or inaccessible"
+	var aerr *amqp091.Error
+	if !errors.As(err, &aerr) || aerr.Code != amqp091.NotFound || aerr.Reason != want {
+		t.Fatalf("passive declare with the owner down: %v, want %q", err, want)
+	}
+	if _, err := n1.Channel(t).QueueDeclare("held", true, false, false, false, nil); !isAMQP(err, amqp091.NotFound) {
+		t.Fatalf("declare with the owner down: %v", err)
+	}
+
+	c.Restart(2)
+	eventually.Succeeds(t, 15*time.Second, "publishes confirmed again", func() error {
+		ch, err := n1.Dial(t).Channel()
+		if err != nil {
+			return err
+		}
+		defer ch.Close()
+		_ = ch.Confirm(false)
+		if acked, nacked, _ := publishCounted(t, ch, "held", 100, 1); acked != 1 {
+			return fmt.Errorf("acked %d nacked %d", acked, nacked)
+		}
+		return nil
+	})
+}
+
+func isAMQP(err error, code int) bool {
+	var aerr *amqp091.Error
+	return errors.As(err, &aerr) && aerr.Code == code
+}

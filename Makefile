@@ -10,7 +10,7 @@ DATA_DIR ?= ./data
 FUZZTIME ?= 150000x
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build run cluster-up test test-go prometheus test-fuzz test-interop test-security test-faults test-java-stream e2e lint generate proto bench bench-streams clean images manifests chart-crds docs-crd controller-gen controller-gen-path helm helm-path envtest
+.PHONY: all build run cluster-up test test-go prometheus test-fuzz test-interop test-security test-faults test-java-stream e2e lint generate proto bench bench-cluster bench-streams clean images manifests chart-crds docs-crd controller-gen controller-gen-path helm helm-path envtest
 
 all: build
 
@@ -156,6 +156,10 @@ envtest:
 ## bench: Warren vs RabbitMQ with PerfTest, table into docs/benchmarks.md
 bench:
 	./hack/bench.sh
+
+## bench-cluster: a three-node cluster measured in one run: idle CPU, metadata writes, a client on a non-owner node vs the owner
+bench-cluster:
+	./hack/bench-cluster.sh
 
 ## bench-streams: stream read-ahead study (message size x chunk size, read-ahead off/on,
 ## stream protocol and AMQP; RabbitMQ's stream plugin), tables and chart into docs/benchmarks.md

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# make bench-cluster: a three-node Warren cluster on this machine, measured
+# in one run (issue 22's performance targets), printed as one Markdown table:
+#
+#   idle CPU      the three processes' CPU over BENCH_IDLE seconds with the
+#                 metadata group only (from /proc/<pid>/stat)
+#   declares/s    durable queue declares, each answered once the metadata
+#                 is committed (warren-perf amqp declare, 16 connections on
+#                 a node that does not lead the metadata)
+#   s1, s5        RabbitMQ PerfTest's scenarios (as make bench) against a
+#                 queue held by node 1: the client on node 1 (the owner),
+#                 then on node 2 (its traffic forwarded to node 1); the
+#                 ratio is non-owner / owner. Owner and non-owner runs
+#                 alternate, BENCH_PASSES times.
+#
+# Environment: BENCH_DURATION=15 (seconds per PerfTest run), BENCH_PASSES=2,
+# BENCH_IDLE=30, BENCH_SCENARIOS=s1,s5, BENCH_WRITE_DOCS=0 (1: append the
+# table to docs/benchmarks.md). Needs java and maven (PerfTest is fetched
+# from Maven Central once, as make bench does). Never run it while compiling.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+CACHE=$ROOT/hack/.cache
+DURATION=${BENCH_DURATION:-15}
+PASSES=${BENCH_PASSES:-2}
+IDLE=${BENCH_IDLE:-30}
+SCENARIOS=${BENCH_SCENARIOS:-s1,s5}
+DATA=$(mktemp -d /tmp/warren-bench-cluster.XXXXXX)
+log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
+
+if [ ! -f "$CACHE/perftest/lib/perf-test-2.22.1.jar" ]; then
+	log "fetching PerfTest 2.22.1 from Maven Central"
+	mkdir -p "$CACHE/perftest"
+	cp "$ROOT/hack/bench/pom.xml" "$CACHE/perftest/pom.xml"
+	(cd "$CACHE/perftest" && mvn -q dependency:copy-dependencies -DoutputDirectory=lib)
+fi
+log "building warren and warren-perf"
+go build -o "$ROOT/bin/" ./cmd/warren ./cmd/warren-perf
+
+pids=()
+stop() {
+	kill -TERM "${pids[@]}" 2>/dev/null || true
+	wait "${pids[@]}" 2>/dev/null || true
+	rm -rf "$DATA"
+}
+trap stop EXIT
+seeds=127.0.0.1:26672,127.0.0.1:26673,127.0.0.1:26674
+for i in 1 2 3; do
+	"$ROOT/bin/warren" serve --data-dir "$DATA/n$i" \
+		--set cluster.node_name="bench-$i@localhost" --set cluster.listen="127.0.0.1:$((26671 + i))" \
+		--set cluster.seeds="$seeds" --set cluster.secret=warren-bench-cluster-secret \
+		--set amqp.listen="127.0.0.1:$((5681 + i))" --set stream.listen="127.0.0.1:$((5561 + i))" \
+		--set http.listen="127.0.0.1:$((15681 + i))" --set prometheus.listen="127.0.0.1:$((15701 + i))" \
+		</dev/null >"$DATA/n$i.log" 2>&1 &
+	pids+=($!)
+done
+amqp() { echo "amqp://guest:guest@127.0.0.1:$((5681 + $1))"; }
+api() { echo "http://127.0.0.1:$((15681 + $1))"; }
+for _ in $(seq 1 60); do
+	n=$(curl -sf -u guest:guest "$(api 1)/api/cluster/status" 2>/dev/null | python3 -c 'import json,sys; print(sum(1 for m in json.load(sys.stdin)["nodes"] if m["running"] and m["voter"]))' 2>/dev/null || echo 0)
+	[ "$n" = 3 ] && break
+	sleep 1
+done
+[ "$n" = 3 ] || { log "no cluster of 3"; tail -5 "$DATA"/n*.log; exit 1; }
+log "cluster of 3 formed"
+
+# Idle CPU: after a settling pause, the processes' utime+stime.
+ticks() { local t=0 p; for p in "${pids[@]}"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
+sleep 5
+t0=$(ticks)
+sleep "$IDLE"
+t1=$(ticks)
+idle=$(awk -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v s="$IDLE" 'BEGIN{printf "%.2f", d / hz / s * 100}')
+log "idle: $idle% of one CPU for the three nodes"
+
+# Declares: on a node that does not lead the metadata.
+leader=$(curl -sf -u guest:guest "$(api 1)/api/cluster/status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata_leader"])')
+follower=1
+[ "$leader" = "bench-1@localhost" ] && follower=2
+declares=$("$ROOT/bin/warren-perf" amqp declare --uri "$(amqp $follower)" --connections 16 --duration 10s --progress 0 --json - | tail -1 |
+	python3 -c 'import json,sys; r=json.load(sys.stdin); print(int(r["msg_per_s"]))')
+log "declares: $declares/s on node $follower ($leader leads the metadata)"
+
+# s1 and s5 against a queue on node 1, from node 1 and from node 2.
+declare -A SCEN=([s1]="-x 1 -y 1 -s 12 -a" [s5]="-x 1 -y 1 -q 100 -c 100")
+curl -sf -u guest:guest -X PUT -H 'content-type: application/json' -d '{"durable":true}' "$(api 1)/api/queues/%2F/bench-q" >/dev/null
+perftest() { # NODE SCENARIO: PerfTest's receiving rate, 0 when it failed
+	local out
+	out=$(java -Xms256m -Xmx1g -cp "$CACHE/perftest/lib/*" com.rabbitmq.perf.PerfTest -h "$(amqp "$1")" \
+		${SCEN[$2]} -u bench-q -p -z "$DURATION" 2>&1 || true)
+	grep -o 'receiving rate avg: [0-9]*' <<<"$out" | grep -o '[0-9]*$' || echo 0
+}
+rows=""
+for sc in ${SCENARIOS//,/ }; do
+	own=0 fwd=0
+	for pass in $(seq 1 "$PASSES"); do
+		o=$(perftest 1 "$sc")
+		f=$(perftest 2 "$sc")
+		log "$sc pass $pass: owner $o msg/s, non-owner $f msg/s"
+		own=$((own + o)) fwd=$((fwd + f))
+	done
+	own=$((own / PASSES)) fwd=$((fwd / PASSES))
+	ratio=$(awk -v a="$fwd" -v b="$own" 'BEGIN{ if (b > 0) printf "%.0f%%", a / b * 100; else print "-" }')
+	rows+="| $sc: client on the owner / on another node (msg/s) | $own / $fwd | $ratio (target ≥ 80%) |"$'\n'
+done
+table="| three-node cluster, $(date -u +%F), $(nproc) CPUs | figure | target |
+| --- | --- | --- |
+| idle CPU, metadata group only | $idle% of one CPU | < 1% |
+| durable queue declares (16 connections, on a follower) | $declares/s | ≥ 2,000/s |
+${rows}"
+echo
+echo "$table"
+if [ "${BENCH_WRITE_DOCS:-0}" = 1 ]; then
+	printf '\n## Cluster (`make bench-cluster`)\n\n%s\n' "$table" >>"$ROOT/docs/benchmarks.md"
+fi

@@ -296,7 +296,7 @@ func TestClusterListsKeepTheAuthorizationCut(t *testing.T) {
 		return conn
 	}
 	dial(c.Nodes[1], "mgr", "pw", "a", "qa")
-	dial(c.Nodes[2], "guest", "guest", "/", "qroot")
+	guest := dial(c.Nodes[2], "guest", "guest", "/", "qroot")
 
 	ask := func(user string) api {
 		a := api{t: t, base: c.Nodes[0].HTTPURL(), user: user, pass: "pw"}
@@ -390,4 +390,15 @@ func TestClusterListsKeepTheAuthorizationCut(t *testing.T) {
 	if got := len(admin.list("/api/connections/username/guest")); got != 1 {
 		t.Fatalf("guest's connections listed from node 1: %d, want 1", got)
 	}
+	// An administrator closes them from node 1: node 3 closes them.
+	closed := guest.NotifyClose(make(chan *amqp091.Error, 1))
+	admin.must("DELETE", "/api/connections/username/guest", nil, 204)
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("guest's connection on node 3 did not close")
+	}
+	eventually.True(t, 5*time.Second, "only mgr's connection is left", func() bool {
+		return strings.Join(names(admin.list("/api/connections"), "user"), ",") == "a/mgr"
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -53,8 +54,12 @@ type Client struct {
 	cfg Config
 	log *slog.Logger
 
-	mu    sync.Mutex
-	nodes map[string]*sender
+	mu         sync.Mutex
+	nodes      map[string]*sender
+	subs       map[uint64]*sub
+	byConsumer map[queue.Consumer]*sub
+	nextID     atomic.Uint64
+	unwatch    func()
 }
 
 // NewClient returns a Client on cfg.Network.
@@ -77,8 +82,15 @@ func NewClient(cfg Config) *Client {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = 30 * time.Second
 	}
-	return &Client{cfg: cfg, log: cfg.Log.With("subsystem", "forward"), nodes: map[string]*sender{}}
+	cl := &Client{cfg: cfg, log: cfg.Log.With("subsystem", "forward"), nodes: map[string]*sender{}, subs: map[uint64]*sub{}, byConsumer: map[queue.Consumer]*sub{}}
+	cfg.Network.Handle(methodDeliver, cl.handleDeliver)
+	cfg.Network.Handle(methodCancelled, cl.handleCancelled)
+	cl.unwatch = cfg.Network.Watch(cl.peerChanged)
+	return cl
 }
+
+// Close stops following the peers' state.
+func (c *Client) Close() { c.unwatch() }
 
 // Queue returns a proxy of the queue info names, held by node.
 func (c *Client) Queue(info queue.Info, node string) queue.Queue {
@@ -102,6 +114,27 @@ type Queue struct {
 	info queue.Info
 	node string
 	s    *sender
+
+	// Settlements under way: a get, purge, delete or stats call waits for
+	// them, so it sees a requeue made before it (as on one node).
+	settleMu   sync.Mutex
+	settling   int
+	settleDone chan struct{} // closed when settling drops to 0
+}
+
+// waitSettled waits for the settlements under way.
+func (q *Queue) waitSettled(ctx context.Context) {
+	q.settleMu.Lock()
+	if q.settling == 0 {
+		q.settleMu.Unlock()
+		return
+	}
+	ch := q.settleDone
+	q.settleMu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
 }
 
 // Node is the node that holds the queue.
@@ -140,25 +173,28 @@ func (q *Queue) settle(op byte, seqs []uint64) {
 		return
 	}
 	req := appendSeqs(appendQueueRef(nil, q.info.Vhost, q.info.Name), op, seqs)
+	q.settleMu.Lock()
+	if q.settling == 0 {
+		q.settleDone = make(chan struct{})
+	}
+	q.settling++
+	q.settleMu.Unlock()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), q.c.cfg.CallTimeout)
 		defer cancel()
+		defer func() {
+			q.settleMu.Lock()
+			q.settling--
+			if q.settling == 0 {
+				close(q.settleDone)
+			}
+			q.settleMu.Unlock()
+		}()
 		if _, err := q.c.cfg.Network.Call(ctx, q.node, methodSettle, req); err != nil {
 			q.c.log.Warn("forward: settling messages on their queue's node failed; they stay unacked there", "node", q.node, "vhost", q.info.Vhost, "queue", q.info.Name, "messages", len(seqs), "err", err)
 		}
 	}()
 }
-
-// Consume implements queue.Queue: not done through another node yet.
-func (q *Queue) Consume(context.Context, queue.Consumer, queue.ConsumeOptions) error {
-	return fmt.Errorf("%w: queue '%s' in vhost '%s' is on node '%s'; consuming through another node is not supported yet", queue.ErrNotImplemented, q.info.Name, q.info.Vhost, q.node)
-}
-
-// Cancel implements queue.Queue.
-func (q *Queue) Cancel(queue.Consumer) {}
-
-// Wake implements queue.Queue.
-func (q *Queue) Wake(queue.Consumer) {}
 
 // Get implements queue.Queue (basic.get on the owner).
 func (q *Queue) Get(ctx context.Context, noAck bool) (queue.Delivery, bool, error) {
@@ -241,6 +277,7 @@ func (q *Queue) Close(context.Context) error { return nil }
 // call makes one call to the owner. An owner that cannot be reached is
 // NOT_FOUND with RabbitMQ's text; other errors map through Config.Errors.
 func (q *Queue) call(ctx context.Context, method string, req []byte) ([]byte, error) {
+	q.waitSettled(ctx)
 	ans, err := q.c.cfg.Network.Call(ctx, q.node, method, req)
 	if err == nil {
 		return ans, nil

@@ -22,11 +22,19 @@
 // handler, so its back-pressure reaches the publisher).
 //
 // Other operations are one Call each: stats (queue.declare-ok counts),
-// basic.get (its delivery's settlement is forwarded: Ack, Requeue, Reject
-// on the proxy go to the owner's queue with the owner's sequence numbers),
-// purge and delete (the owner's vhost applies if-unused and if-empty).
-// Consuming through a node that does not hold the queue is not done yet:
-// Consume answers queue.ErrNotImplemented naming the node.
+// basic.get, purge and delete (the owner's vhost applies if-unused and
+// if-empty). A delivery's settlement (Ack, Requeue, Reject on the proxy)
+// goes to the owner's queue with the owner's sequence numbers, without
+// waiting.
+//
+// Consumers (consume.go): the proxy's Consume registers a consumer on the
+// owner that sends its deliveries back in batches ("forward.deliver", one
+// call in flight per consumer, so they arrive in order); the owner keeps
+// at most the consumer's prefetch (or defaultWindow) unsettled, and a
+// settlement gives the credit back. The consumer's node down, or a
+// delivery it refuses to take, cancels the consumer on the owner and
+// requeues its unacked messages; the owner down cancels its consumers on
+// the other nodes (basic.cancel for clients that asked for it).
 //
 // Wire: messages cross in message.Message's own encoding; the framing is
 // in wire.go, every decoder bounds-checked and fuzzed. Errors cross as gRPC

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -36,20 +37,30 @@ func Serve(nw transport.Network, l Local, toStatus func(error) error, log *slog.
 	if toStatus == nil {
 		toStatus = func(err error) error { return err }
 	}
-	h := &handlers{l: l, toStatus: toStatus, log: log.With("subsystem", "forward"), order: orderer{turns: map[string]*turn{}}}
+	h := &handlers{l: l, nw: nw, callTimeout: 30 * time.Second, toStatus: toStatus, log: log.With("subsystem", "forward"), order: orderer{turns: map[string]*turn{}}, cons: consumers{m: map[consumerKey]*remoteConsumer{}}}
 	nw.Handle(methodPublish, h.publish)
 	nw.Handle(methodStats, h.stats)
 	nw.Handle(methodGet, h.get)
 	nw.Handle(methodSettle, h.settle)
 	nw.Handle(methodPurge, h.purge)
 	nw.Handle(methodDelete, h.delete)
+	nw.Handle(methodConsume, h.consume)
+	nw.Handle(methodCancel, h.cancel)
+	nw.Watch(func(node string, up bool) {
+		if !up {
+			h.nodeDown(node)
+		}
+	})
 }
 
 type handlers struct {
-	l        Local
-	toStatus func(error) error
-	log      *slog.Logger
-	order    orderer
+	l           Local
+	nw          transport.Network
+	callTimeout time.Duration
+	cons        consumers
+	toStatus    func(error) error
+	log         *slog.Logger
+	order       orderer
 }
 
 func badRequest(err error) error { return status.Error(codes.InvalidArgument, err.Error()) }
@@ -178,7 +189,7 @@ func (h *handlers) get(ctx context.Context, _ string, req []byte) ([]byte, error
 	return appendDelivery(nil, dl, ok), nil
 }
 
-func (h *handlers) settle(_ context.Context, _ string, req []byte) ([]byte, error) {
+func (h *handlers) settle(_ context.Context, from string, req []byte) ([]byte, error) {
 	q, d, err := h.queue(req)
 	if err != nil {
 		return nil, err
@@ -197,6 +208,7 @@ func (h *handlers) settle(_ context.Context, _ string, req []byte) ([]byte, erro
 	default:
 		return nil, badRequest(fmt.Errorf("%w: settle op %d", errMalformed, op))
 	}
+	h.settledBy(from, q, seqs)
 	return nil, nil
 }
 

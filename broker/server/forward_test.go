@@ -220,3 +220,129 @@ func isAMQP(err error, code int) bool {
 	var aerr *amqp091.Error
 	return errors.As(err, &aerr) && aerr.Code == code
 }
+
+func TestConsumeThroughANodeThatDoesNotHoldTheQueue(t *testing.T) {
+	c := brokertest.StartCluster(t, 3)
+	n1, n3 := c.Nodes[0], c.Nodes[2]
+	if _, err := c.Nodes[1].Channel(t).QueueDeclare("work", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	declareOn(t, n1, "work")
+	declareOn(t, n3, "work")
+	pub := n1.Channel(t)
+	_ = pub.Confirm(false)
+	const total = 2000
+	if acked, _, _ := publishCounted(t, pub, "work", 0, total); acked != total {
+		t.Fatalf("acked %d of %d", acked, total)
+	}
+
+	// A consumer on n3 with prefetch 10 gets at most 10 unacked.
+	conn := n3.Dial(t)
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Qos(10, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	deliveries, err := ch.Consume("work", "c1", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first []amqp091.Delivery
+	for range 10 {
+		select {
+		case d := <-deliveries:
+			first = append(first, d)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d deliveries within 10 s", len(first))
+		}
+	}
+	select {
+	case d := <-deliveries:
+		t.Fatalf("an 11th delivery (%q) with prefetch 10 and nothing acked", d.Body)
+	case <-time.After(300 * time.Millisecond):
+	}
+	for i, d := range first {
+		if string(d.Body) != strconv.Itoa(i) || d.Redelivered {
+			t.Fatalf("delivery %d: %q redelivered %v", i, d.Body, d.Redelivered)
+		}
+	}
+	// Requeue the first one: it comes back redelivered; ack the rest and
+	// every message arrives once, in order.
+	if err := first[0].Nack(false, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range first[1:] {
+		if err := d.Ack(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]int{}
+	next := 10
+	for len(seen) < total-9 {
+		select {
+		case d := <-deliveries:
+			seen[string(d.Body)]++
+			if string(d.Body) == "0" {
+				if !d.Redelivered {
+					t.Fatal("the requeued message not marked redelivered")
+				}
+			} else {
+				if string(d.Body) != strconv.Itoa(next) {
+					t.Fatalf("delivery %q, want %d", d.Body, next)
+				}
+				next++
+			}
+			if err := d.Ack(false); err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d messages within 10 s", len(seen), total-9)
+		}
+	}
+	for b, n := range seen {
+		if n != 1 {
+			t.Fatalf("message %q delivered %d times", b, n)
+		}
+	}
+
+	// Closing the consumer's connection with messages unacked requeues
+	// them on the owner.
+	if acked, _, _ := publishCounted(t, pub, "work", total, 5); acked != 5 {
+		t.Fatal("publish")
+	}
+	for range 5 {
+		<-deliveries
+	}
+	conn.Close()
+	eventually.Succeeds(t, 10*time.Second, "the unacked messages back in the queue", func() error {
+		if q := declareOn(t, n1, "work"); q.Messages != 5 || q.Consumers != 0 {
+			return fmt.Errorf("%d messages %d consumers", q.Messages, q.Consumers)
+		}
+		return nil
+	})
+}
+
+func TestOwnerDownCancelsConsumersOnOtherNodes(t *testing.T) {
+	c := brokertest.StartCluster(t, 2)
+	n1 := c.Nodes[0]
+	if _, err := c.Nodes[1].Channel(t).QueueDeclare("held", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	declareOn(t, n1, "held")
+	ch := n1.Channel(t)
+	cancels := ch.NotifyCancel(make(chan string, 1))
+	if _, err := ch.Consume("held", "c1", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(1)
+	select {
+	case tag := <-cancels:
+		if tag != "c1" {
+			t.Fatalf("cancelled %q", tag)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no basic.cancel within 15 s of the owner stopping")
+	}
+}

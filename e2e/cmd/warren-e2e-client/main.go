@@ -27,7 +27,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -423,12 +422,6 @@ func (p *publisher) drain(ctx context.Context, host string, found func(int64)) (
 		return 0, err
 	}
 	deliveries, err := ch.Consume(p.queue, "", false, false, false, false, nil)
-	// In a cluster the queue lives on one node; a node that does not
-	// forward consumers to it yet answers 540 naming that node, which is
-	// among the hosts drained.
-	if errors.As(err, &aerr) && aerr.Code == amqp091.NotImplemented && strings.Contains(aerr.Reason, "is on node") {
-		return 0, nil
-	}
 	if err != nil {
 		return 0, err
 	}

@@ -1,0 +1,269 @@
+package forward
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/warrenmq/warren/broker/queue"
+)
+
+func statusNotFound(format string, args ...any) error {
+	return status.Error(codes.NotFound, fmt.Sprintf(format, args...))
+}
+
+// consumerKey names a consumer of another node.
+type consumerKey struct {
+	from string
+	id   uint64
+}
+
+// remoteConsumer is, on the owner, a consumer of another node: a
+// queue.Consumer that sends its deliveries there.
+type remoteConsumer struct {
+	h      *handlers
+	key    consumerKey
+	q      queue.Queue
+	noAck  bool
+	window int
+
+	mu        sync.Mutex
+	buf       []queue.Delivery
+	unsettled map[uint64]struct{} // delivered, not acked (ack mode)
+	inTransit int                 // sent, not yet received (automatic acks)
+	sending   bool
+	gone      bool
+}
+
+func (rc *remoteConsumer) NoAck() bool { return rc.noAck }
+
+func (rc *remoteConsumer) Deliver(d queue.Delivery) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.gone || len(rc.unsettled)+rc.inTransit+len(rc.buf) >= rc.window {
+		return false
+	}
+	rc.buf = append(rc.buf, d)
+	if !rc.noAck {
+		rc.unsettled[d.Seq] = struct{}{}
+	}
+	return true
+}
+
+func (rc *remoteConsumer) Flush() {
+	rc.mu.Lock()
+	if rc.sending || len(rc.buf) == 0 || rc.gone {
+		rc.mu.Unlock()
+		return
+	}
+	rc.sending = true
+	batch := rc.buf
+	rc.buf = nil
+	if rc.noAck {
+		rc.inTransit += len(batch)
+	}
+	rc.mu.Unlock()
+	go rc.send(batch)
+}
+
+// send delivers batches to the consumer's node until none is left.
+func (rc *remoteConsumer) send(batch []queue.Delivery) {
+	for {
+		req := binary.BigEndian.AppendUint64(nil, rc.key.id)
+		req = binary.BigEndian.AppendUint32(req, uint32(len(batch)))
+		for _, d := range batch {
+			req = binary.BigEndian.AppendUint64(req, d.Seq)
+			var r byte
+			if d.Redelivered {
+				r = 1
+			}
+			req = append(req, r)
+			req = binary.BigEndian.AppendUint32(req, uint32(d.Msg.EncodedSize()))
+			req = d.Msg.Encode(req)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), rc.h.callTimeout)
+		_, err := rc.h.nw.Call(ctx, rc.key.from, methodDeliver, req)
+		cancel()
+		if err != nil {
+			rc.h.log.Warn("forward: delivering to a consumer on another node failed; cancelling it and requeueing its messages", "node", rc.key.from, "err", err)
+			rc.mu.Lock()
+			rc.sending = false
+			rc.mu.Unlock()
+			rc.h.dropConsumer(rc, true)
+			return
+		}
+		rc.mu.Lock()
+		if rc.noAck {
+			rc.inTransit -= len(batch)
+		}
+		if len(rc.buf) == 0 || rc.gone {
+			rc.sending = false
+			rc.mu.Unlock()
+			break
+		}
+		batch = rc.buf
+		rc.buf = nil
+		if rc.noAck {
+			rc.inTransit += len(batch)
+		}
+		rc.mu.Unlock()
+	}
+	rc.q.Wake(rc)
+}
+
+// Cancelled implements queue.Consumer: the queue went away; the
+// consumer's node is told.
+func (rc *remoteConsumer) Cancelled() {
+	rc.h.dropConsumer(rc, false)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), rc.h.callTimeout)
+		defer cancel()
+		_, _ = rc.h.nw.Call(ctx, rc.key.from, methodCancelled, binary.BigEndian.AppendUint64(nil, rc.key.id))
+	}()
+}
+
+// settled gives back credit for settled deliveries.
+func (rc *remoteConsumer) settled(seqs []uint64) {
+	rc.mu.Lock()
+	n := 0
+	for _, s := range seqs {
+		if _, ok := rc.unsettled[s]; ok {
+			delete(rc.unsettled, s)
+			n++
+		}
+	}
+	rc.mu.Unlock()
+	if n > 0 {
+		rc.q.Wake(rc)
+	}
+}
+
+// consumers is the owner's table of other nodes' consumers.
+type consumers struct {
+	mu sync.Mutex
+	m  map[consumerKey]*remoteConsumer
+}
+
+func (h *handlers) consume(ctx context.Context, from string, req []byte) ([]byte, error) {
+	q, d, err := h.queue(req)
+	if err != nil {
+		return nil, err
+	}
+	id := d.u64()
+	flags := d.u8()
+	prio := int64(d.u64())
+	prefetch := d.u32()
+	if d.err != nil {
+		return nil, badRequest(d.err)
+	}
+	window := int(min(prefetch, 1<<20))
+	if window == 0 {
+		window = defaultWindow
+	}
+	rc := &remoteConsumer{h: h, key: consumerKey{from, id}, q: q, noAck: flags&1 != 0, window: window, unsettled: map[uint64]struct{}{}}
+	h.cons.mu.Lock()
+	if _, dup := h.cons.m[rc.key]; dup {
+		h.cons.mu.Unlock()
+		return nil, status.Error(codes.AlreadyExists, "consumer already registered")
+	}
+	h.cons.m[rc.key] = rc
+	h.cons.mu.Unlock()
+	opts := queue.ConsumeOptions{Exclusive: flags&2 != 0, Priority: int(max(min(prio, 1<<31-1), -(1 << 31))), Prefetch: int(prefetch)}
+	if err := q.Consume(ctx, rc, opts); err != nil {
+		h.cons.mu.Lock()
+		delete(h.cons.m, rc.key)
+		h.cons.mu.Unlock()
+		return nil, h.toStatus(err)
+	}
+	return nil, nil
+}
+
+func (h *handlers) cancel(_ context.Context, from string, req []byte) ([]byte, error) {
+	_, _, d, err := decodeQueueRef(req)
+	if err != nil {
+		return nil, badRequest(err)
+	}
+	id := d.u64()
+	if d.err != nil {
+		return nil, badRequest(d.err)
+	}
+	h.cons.mu.Lock()
+	rc := h.cons.m[consumerKey{from, id}]
+	h.cons.mu.Unlock()
+	if rc != nil {
+		h.dropConsumer(rc, false)
+	}
+	return nil, nil
+}
+
+// dropConsumer detaches a consumer of another node from its queue;
+// requeue returns its unsettled messages (its node is gone).
+func (h *handlers) dropConsumer(rc *remoteConsumer, requeue bool) {
+	h.cons.mu.Lock()
+	if h.cons.m[rc.key] == rc {
+		delete(h.cons.m, rc.key)
+	}
+	h.cons.mu.Unlock()
+	rc.mu.Lock()
+	already := rc.gone
+	rc.gone = true
+	var seqs []uint64
+	if requeue {
+		for s := range rc.unsettled {
+			seqs = append(seqs, s)
+		}
+		rc.unsettled = map[uint64]struct{}{}
+	}
+	// Never sent: back to the queue in any case.
+	for _, d := range rc.buf {
+		if !rc.noAck || requeue {
+			seqs = append(seqs, d.Seq)
+		}
+	}
+	rc.buf = nil
+	rc.mu.Unlock()
+	if !already {
+		rc.q.Cancel(rc)
+	}
+	if len(seqs) > 0 {
+		rc.q.Requeue(seqs)
+	}
+}
+
+// nodeDown drops the consumers of a node that went down.
+func (h *handlers) nodeDown(node string) {
+	h.cons.mu.Lock()
+	var rcs []*remoteConsumer
+	for k, rc := range h.cons.m {
+		if k.from == node {
+			rcs = append(rcs, rc)
+		}
+	}
+	h.cons.mu.Unlock()
+	if len(rcs) > 0 {
+		h.log.Warn("forward: a node went down; cancelling its consumers and requeueing their messages", "node", node, "consumers", len(rcs))
+	}
+	for _, rc := range rcs {
+		h.dropConsumer(rc, true)
+	}
+}
+
+// settledBy gives credit back to the consumers of other nodes whose
+// deliveries a settlement from node from names.
+func (h *handlers) settledBy(from string, q queue.Queue, seqs []uint64) {
+	h.cons.mu.Lock()
+	var rcs []*remoteConsumer
+	for k, rc := range h.cons.m {
+		if k.from == from && rc.q == q {
+			rcs = append(rcs, rc)
+		}
+	}
+	h.cons.mu.Unlock()
+	for _, rc := range rcs {
+		rc.settled(seqs)
+	}
+}

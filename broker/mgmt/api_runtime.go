@@ -96,26 +96,28 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, u caller) {
 		return
 	}
 	name := pv(r, "name")
-	q, err := v.Queue(name, 0)
-	if err == nil {
-		writeJSON(w, http.StatusOK, s.queueJSON(q))
-		return
-	}
-	if !errors.Is(err, vhost.ErrRemote) {
-		writeErr(w, err)
-		return
-	}
+	// A queue another node holds is that node's to describe (the vhost
+	// may hand out a forwarding proxy for it, without its figures).
 	rec, err := v.QueueRecord(name, 0)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	body, err := s.remoteQueue(r.Context(), rec)
+	if s.recordNode(rec) != s.b.NodeName() {
+		body, err := s.remoteQueue(r.Context(), rec)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, body)
+		return
+	}
+	q, err := v.Queue(name, 0)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, body)
+	writeJSON(w, http.StatusOK, s.queueJSON(q))
 }
 
 func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, u caller) {

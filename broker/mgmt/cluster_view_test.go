@@ -101,7 +101,7 @@ func TestClusterWideLists(t *testing.T) {
 		}
 	}
 
-	var names []string
+	var connNames []string
 	for _, n := range c.Nodes {
 		a := newAPI(t, n)
 		self := n.Cfg.Cluster.NodeName
@@ -113,15 +113,15 @@ func TestClusterWideLists(t *testing.T) {
 			if len(rows) != 3 {
 				return fmt.Errorf("%s lists %d connections: %v", self, len(rows), rows)
 			}
-			names = names[:0]
+			connNames = connNames[:0]
 			for _, r := range rows {
 				if want := connNode[r["peer_port"].(float64)]; r["node"] != want {
 					return fmt.Errorf("%s: connection %v on node %v, want %s", self, r["name"], r["node"], want)
 				}
-				names = append(names, r["name"].(string))
+				connNames = append(connNames, r["name"].(string))
 			}
-			if !slices.IsSorted(names) {
-				return fmt.Errorf("%s: connections not sorted by name: %v", self, names)
+			if !slices.IsSorted(connNames) {
+				return fmt.Errorf("%s: connections not sorted by name: %v", self, connNames)
 			}
 			if err := getJSON(a, "/api/channels", &rows); err != nil {
 				return err
@@ -209,6 +209,9 @@ func TestClusterWideLists(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the connection on node 3 did not close")
 	}
+	eventually.True(t, 5*time.Second, "the closed connection is no longer listed", func() bool {
+		return !slices.Contains(names(a.list("/api/connections"), "name"), "//"+third)
+	})
 	a.must("DELETE", "/api/connections/"+url.PathEscape(third), nil, 404)
 
 	// Node 3 stops: node 1 lists its queues from the metadata, down.

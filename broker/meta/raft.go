@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/broker/cluster/logstore"
@@ -237,8 +238,14 @@ func (r *Raft) applyOnce(ctx context.Context, data []byte) (changed, retry bool,
 	if leader == r.net.Node() {
 		return false, true, raftgroup.ErrNotLeader // we just became leader: go again
 	}
-	ans, err := r.forward(ctx, leader, data)
+	fctx, moved := r.whileLeader(ctx, leader)
+	ans, err := r.forward(fctx, leader, data)
 	if err != nil {
+		if moved() && ctx.Err() == nil {
+			// The leader we sent it to was replaced (it hung, or was cut
+			// off): send it to the new one rather than wait for the old.
+			return false, true, fmt.Errorf("%w: the leadership moved from %s while a write waited for it (%v)", raftgroup.ErrNotLeader, leader, err)
+		}
 		return false, isUnavailable(err), err
 	}
 	if ans.Index == 0 {
@@ -248,6 +255,43 @@ func (r *Raft) applyOnce(ctx context.Context, data []byte) (changed, retry bool,
 		return false, false, err
 	}
 	return ans.Changed, false, nil
+}
+
+// whileLeader returns a context that ends with ctx or when this node
+// learns of another leader than leader (or none), and moved, which stops
+// the watch and reports whether the leadership moved. A write forwarded to
+// a leader that stopped answering (paused, cut off) goes to its successor
+// at once instead of waiting for it: the state machine drops a copy it has
+// applied (request ids), so sending it again is safe.
+func (r *Raft) whileLeader(ctx context.Context, leader string) (context.Context, func() bool) {
+	fctx, cancel := context.WithCancel(ctx)
+	var changed atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond) // a dropped observation
+		defer tick.Stop()
+		for {
+			ch := r.group.LeaderChanged()
+			if r.group.Leader() != leader {
+				changed.Store(true)
+				cancel()
+				return
+			}
+			select {
+			case <-ch:
+			case <-tick.C:
+			case <-fctx.Done():
+				return
+			case <-done:
+				return
+			}
+		}
+	}()
+	return fctx, func() bool {
+		close(done)
+		cancel()
+		return changed.Load()
+	}
 }
 
 func retryable(err error) bool {

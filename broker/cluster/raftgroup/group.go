@@ -186,6 +186,11 @@ func (g *Group) watchLeader() {
 	}
 }
 
+// LeaderChanged returns a channel closed at the group's next leader or
+// state change (an observation may be dropped when many come at once: poll
+// Leader too when a missed change matters).
+func (g *Group) LeaderChanged() <-chan struct{} { return g.leaderChange() }
+
 func (g *Group) leaderChange() <-chan struct{} {
 	g.leaderMu.Lock()
 	defer g.leaderMu.Unlock()

@@ -65,10 +65,11 @@ test-security:
 
 ## test-faults: the fault harness of real processes (e2e/faults, build tag faults; not part of make test):
 ## warren nodes in network namespaces on a bridge, killed, paused, partitioned, delayed, then the invariants
-## checked; needs root and Linux (installs iproute2 and iptables from Debian when missing); about 30 s
+## checked; needs root and Linux (installs iproute2 and iptables from Debian when missing); about 2 minutes.
+## FAULTS_RUN=<regexp> runs only those tests (e.g. FAULTS_RUN=TestClusterIdleCPU WARREN_FAULTS_IDLE=30)
 test-faults:
 	./hack/install-fault-tools.sh
-	WARREN_FAULTS_STRICT=1 $(GO) test -tags faults -count=1 -timeout 10m -v ./e2e/faults/
+	WARREN_FAULTS_STRICT=1 $(GO) test -tags faults -count=1 -timeout 10m -v $(if $(FAULTS_RUN),-run '$(FAULTS_RUN)',) ./e2e/faults/
 
 ## test-java-stream: drive a fresh broker with the official Java stream client (needs java and mvn)
 test-java-stream:

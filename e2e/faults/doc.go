@@ -16,7 +16,9 @@
 //	c.Heal()
 //	c.Kill9(n1); c.Restart(n1)   // also Stop (SIGTERM), Pause, Resume
 //	c.WaitSameDefinitions(10 * time.Second)
-//	c.WaitLeaders(probe)
+//	c.WaitLeaders(c.MetadataLeaderProbe) // every node names the same metadata leader
+//	leader := c.WaitLeader()             // the leader every running node names (Status, AgreedLeader)
+//	w := c.StartMetaWriter("x-", 5*time.Second, n1, n2) // metadata writes; MissingWrites(n, w.Acked())
 //	c.CheckNoLoss(n1, "q", publisher.Confirmed())
 //
 // Layout of a run (id: 4 hex digits, unique among live runs): namespaces

@@ -149,21 +149,24 @@ func (c *Cluster) applyNetem(n *Node, delay time.Duration, loss float64) (*netem
 	if !strings.Contains(err.Error(), "qdisc kind is unknown") {
 		return nil, err
 	}
+	// The delayer's NFQUEUE rule first, then the loss rule inserted above
+	// it: a packet the delayer lets go is accepted and skips the rules
+	// after its own, so the drop must come before.
 	st := &netemState{node: n}
+	if delay > 0 {
+		d, err := startDelayer(n, delay)
+		if err != nil {
+			return nil, err
+		}
+		st.delayer = d
+	}
 	if loss > 0 {
 		st.lossArg = []string{"OUTPUT", "-o", n.nsVeth, "-m", "statistic", "--mode", "random",
 			"--probability", strconv.FormatFloat(loss/100, 'f', -1, 64), "-j", "DROP"}
 		if _, err := inNS(n.Netns, "iptables", append([]string{"-w", "5", "-I"}, st.lossArg...)...); err != nil {
-			return nil, err
-		}
-	}
-	if delay > 0 {
-		d, err := startDelayer(n, delay)
-		if err != nil {
 			st.stop()
 			return nil, err
 		}
-		st.delayer = d
 	}
 	return st, nil
 }

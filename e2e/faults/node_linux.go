@@ -43,9 +43,10 @@ type Node struct {
 	settings []string
 	secret   string // the run's cluster join secret (ClusterSettings)
 
-	mu     sync.Mutex
-	proc   *os.Process
-	exited chan struct{} // closed when proc has been reaped
+	mu      sync.Mutex
+	proc    *os.Process
+	exited  chan struct{} // closed when proc has been reaped
+	started chan struct{} // closed when proc logged "warren started"
 }
 
 // AMQPAddr is host:port of the node's AMQP listener.
@@ -88,6 +89,14 @@ func (n *Node) args() []string {
 // start runs the node and returns once it has logged that it started, or an
 // error with the tail of its log if it exits or does not start in time.
 func (n *Node) start() error {
+	if err := n.spawn(); err != nil {
+		return err
+	}
+	return n.waitStarted(StartTimeout)
+}
+
+// spawn runs the node's process and returns at once.
+func (n *Node) spawn() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.proc != nil {
@@ -137,18 +146,35 @@ func (n *Node) start() error {
 		_ = cmd.Wait()
 		close(exited)
 	}()
-	n.proc, n.exited = cmd.Process, exited
+	n.proc, n.exited, n.started = cmd.Process, exited, started
+	return nil
+}
+
+// waitStarted waits until the node's process logged "warren started"; it
+// returns an error with the tail of its log if the process exits first or
+// does not start within timeout (then it is killed).
+func (n *Node) waitStarted(timeout time.Duration) error {
+	n.mu.Lock()
+	proc, exited, started := n.proc, n.exited, n.started
+	n.mu.Unlock()
+	if proc == nil {
+		return fmt.Errorf("node %s is not running", n.Name)
+	}
 	select {
 	case <-started:
 		return nil
 	case <-exited:
+		n.mu.Lock()
 		n.proc = nil
+		n.mu.Unlock()
 		return fmt.Errorf("node %s exited while starting; log:\n%s", n.Name, n.logTail(30))
-	case <-time.After(StartTimeout):
-		_ = cmd.Process.Kill()
+	case <-time.After(timeout):
+		_ = proc.Kill()
 		<-exited
+		n.mu.Lock()
 		n.proc = nil
-		return fmt.Errorf("node %s did not start within %v; log:\n%s", n.Name, StartTimeout, n.logTail(30))
+		n.mu.Unlock()
+		return fmt.Errorf("node %s did not start within %v; log:\n%s", n.Name, timeout, n.logTail(30))
 	}
 }
 

@@ -4,8 +4,10 @@ package faults
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -67,4 +69,61 @@ func build(dir string) (string, error) {
 		return "", fmt.Errorf("build warren: %w\n%s", err, out)
 	}
 	return bin, nil
+}
+
+// Spawn starts node n again like Restart but returns at once, without
+// waiting for it to start (a node that waits to be let into its cluster);
+// WaitStarted waits for it.
+func (c *Cluster) Spawn(n *Node) {
+	c.t.Helper()
+	if err := n.spawn(); err != nil {
+		c.fatalf("Spawn: %v", err)
+	}
+}
+
+// WaitStarted returns once node n (Spawn) has started; it fails the test if
+// it exits or has not started within timeout.
+func (c *Cluster) WaitStarted(n *Node, timeout time.Duration) {
+	c.t.Helper()
+	if err := n.waitStarted(timeout); err != nil {
+		c.fatalf("WaitStarted: %v", err)
+	}
+}
+
+// Started reports whether node n's current process has logged that it
+// started.
+func (c *Cluster) Started(n *Node) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.started == nil {
+		return false
+	}
+	select {
+	case <-n.started:
+		return true
+	default:
+		return false
+	}
+}
+
+// Wipe removes stopped node n's data directory and makes it again empty:
+// a replaced disk. The node keeps its name and address.
+func (c *Cluster) Wipe(n *Node) {
+	c.t.Helper()
+	if n.running() {
+		c.fatalf("Wipe %s: still running", n.Name)
+	}
+	if err := os.RemoveAll(n.DataDir); err != nil {
+		c.fatalf("Wipe %s: %v", n.Name, err)
+	}
+	if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
+		c.fatalf("Wipe %s: %v", n.Name, err)
+	}
+}
+
+// LogContains reports whether node n's log (every start of it) has a line
+// containing s.
+func (c *Cluster) LogContains(n *Node, s string) bool {
+	b, err := os.ReadFile(n.LogPath)
+	return err == nil && strings.Contains(string(b), s)
 }

@@ -37,6 +37,10 @@ type BrokerReconciler struct {
 	// PolicyResync is how often vhost policies are compared with the
 	// cluster's even when nothing changed (drift correction); 0 means 5 min.
 	PolicyResync time.Duration
+	// ClusterResync is how often the cluster's status is read again for
+	// the conditions when nothing in Kubernetes changed (a node's peers may
+	// lose it while its pod stays ready); 0 means 30 s.
+	ClusterResync time.Duration
 }
 
 // +kubebuilder:rbac:groups=warrenmq.io,resources=brokers,verbs=get;list;watch;update;patch
@@ -82,6 +86,13 @@ func (r *BrokerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if serr := r.updateStatus(ctx, b, out); serr != nil && err == nil {
 		err = serr
 	}
+	resync := r.ClusterResync
+	if resync == 0 {
+		resync = 30 * time.Second
+	}
+	if result.RequeueAfter == 0 || result.RequeueAfter > resync {
+		result.RequeueAfter = resync
+	}
 	return result, err
 }
 
@@ -91,7 +102,7 @@ func (r *BrokerReconciler) reconcileSpec(ctx context.Context, b *warrenv1.Broker
 	if err != nil {
 		return ctrl.Result{}, out.fail(warrenv1.ReasonChildError, err)
 	}
-	replicas := r.guardScaleDown(b, sts, out)
+	replicas, scaleResult := r.scaleDown(ctx, b, sts, out)
 	if err := r.reconcileChildren(ctx, b, replicas, out); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -102,7 +113,11 @@ func (r *BrokerReconciler) reconcileSpec(ctx context.Context, b *warrenv1.Broker
 	if err := r.reconcilePVCs(ctx, b, out); err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.reconcileVhosts(ctx, b, out)
+	result, err := r.reconcileVhosts(ctx, b, out)
+	if scaleResult.RequeueAfter > 0 && (result.RequeueAfter == 0 || scaleResult.RequeueAfter < result.RequeueAfter) {
+		result.RequeueAfter = scaleResult.RequeueAfter
+	}
+	return result, err
 }
 
 func (r *BrokerReconciler) nodeURL(b *warrenv1.Broker, pod *corev1.Pod) string {

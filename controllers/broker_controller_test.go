@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -162,8 +163,21 @@ func TestCreateBuildsEveryChild(t *testing.T) {
 	if c.StartupProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.LivenessProbe.HTTPGet.Path != "/healthz" {
 		t.Errorf("probes: startup %v readiness %v liveness %v", c.StartupProbe, c.ReadinessProbe, c.LivenessProbe)
 	}
-	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil {
-		t.Error("no preStop drain")
+	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Exec == nil ||
+		strings.Join(c.Lifecycle.PreStop.Exec.Command, " ") != "/usr/local/bin/warren ctl drain --quiet --delay 10s" {
+		t.Errorf("preStop %+v, want the drain", c.Lifecycle)
+	}
+	// warren ctl in the pod (the preStop drain) calls the node's API as the
+	// default user.
+	env := podEnv(t, sts, 1)
+	for _, want := range []string{
+		"WARREN_USER=" + string(userSecret(t, b).Data["username"]),
+		"WARREN_PASSWORD=" + string(userSecret(t, b).Data["password"]),
+		"WARREN_CLUSTER_NODE_NAME=" + res.NodeName(b, 1),
+	} {
+		if !slices.Contains(env, want) {
+			t.Errorf("pod 1's environment %q lacks %q", env, want)
+		}
 	}
 	if sc := c.SecurityContext; sc == nil || !*sc.ReadOnlyRootFilesystem || !*sc.RunAsNonRoot || *sc.AllowPrivilegeEscalation {
 		t.Errorf("container security context %+v", sc)
@@ -217,7 +231,7 @@ func TestCreateBuildsEveryChild(t *testing.T) {
 	// child: nothing would roll or flap.
 	generation := sts.Generation
 	setReady(t, b, 3)
-	condition(t, b, warrenv1.ConditionReady, metav1.ConditionTrue, "Ready")
+	condition(t, b, warrenv1.ConditionAllReplicasReady, metav1.ConditionTrue, "AllPodsReady")
 	if err := getObj(sts); err != nil {
 		t.Fatal(err)
 	}
@@ -258,37 +272,37 @@ func TestDefaultUserSecretKeptWhenPresent(t *testing.T) {
 	}
 }
 
+// Pod readiness makes AllReplicasReady; it cannot make the cluster
+// available: that comes from the cluster's own status (cluster_test.go).
 func TestStatusConditionsFollowReadiness(t *testing.T) {
 	ns := newNamespace(t)
 	b := newBroker(ns, "status")
 	createBroker(t, b)
 	statefulSetOf(t, b)
-	condition(t, b, warrenv1.ConditionClusterAvailable, metav1.ConditionFalse, "NoEndpointsAvailable")
+	condition(t, b, warrenv1.ConditionClusterAvailable, metav1.ConditionFalse, "ClusterStatusUnavailable")
+	condition(t, b, warrenv1.ConditionQuorumHealthy, metav1.ConditionFalse, "ClusterStatusUnavailable")
 
-	steps := []struct {
-		ready                               int32
-		available, quorum, allReady, ready2 metav1.ConditionStatus
-	}{
-		{1, metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionFalse},
-		{2, metav1.ConditionTrue, metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionFalse},
-		{3, metav1.ConditionTrue, metav1.ConditionTrue, metav1.ConditionTrue, metav1.ConditionTrue},
-		{1, metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionFalse},
-	}
-	for _, s := range steps {
+	for _, s := range []struct {
+		ready    int32
+		allReady metav1.ConditionStatus
+	}{{1, metav1.ConditionFalse}, {3, metav1.ConditionTrue}, {2, metav1.ConditionFalse}} {
 		setReady(t, b, s.ready)
-		condition(t, b, warrenv1.ConditionClusterAvailable, s.available, "")
-		condition(t, b, warrenv1.ConditionQuorumHealthy, s.quorum, "")
 		condition(t, b, warrenv1.ConditionAllReplicasReady, s.allReady, "")
-		condition(t, b, warrenv1.ConditionReady, s.ready2, "")
-		if err := getObj(b); err != nil {
-			t.Fatal(err)
-		}
-		if b.Status.ReadyReplicas != s.ready {
-			t.Errorf("readyReplicas %d, want %d", b.Status.ReadyReplicas, s.ready)
-		}
+		// No node answers its API (nothing runs behind these pods).
+		condition(t, b, warrenv1.ConditionClusterAvailable, metav1.ConditionFalse, "ClusterStatusUnavailable")
+		condition(t, b, warrenv1.ConditionReady, metav1.ConditionFalse, "NotReady")
+		eventually(t, 10*time.Second, "status.readyReplicas", func() error {
+			if err := getObj(b); err != nil {
+				return err
+			}
+			if b.Status.ReadyReplicas != s.ready {
+				return fmt.Errorf("readyReplicas %d, want %d", b.Status.ReadyReplicas, s.ready)
+			}
+			return nil
+		})
 	}
-	eventFor(t, b, "Ready", "Ready is True")
-	eventFor(t, b, "MajorityNotReady", "QuorumHealthy is False: 1 of 3 nodes ready")
+	eventFor(t, b, "AllPodsReady", "AllReplicasReady is True: 3 of 3 nodes ready")
+	eventFor(t, b, "NotAllPodsReady", "AllReplicasReady is False: 2 of 3 nodes ready")
 }
 
 func TestUpdateImageRollsConfigChangeRolls(t *testing.T) {
@@ -343,37 +357,6 @@ func TestUpdateImageRollsConfigChangeRolls(t *testing.T) {
 		}
 		if sts.Spec.Template.Spec.NodeSelector["disk"] != "ssd" {
 			return errNotYet
-		}
-		return nil
-	})
-}
-
-func TestScaleDownRefused(t *testing.T) {
-	ns := newNamespace(t)
-	b := newBroker(ns, "shrink")
-	createBroker(t, b)
-	sts := statefulSetOf(t, b)
-	updateBroker(t, b, func(b *warrenv1.Broker) { b.Spec.Replicas = ptr.To[int32](1) })
-	condition(t, b, warrenv1.ConditionReconcileSuccess, metav1.ConditionFalse, warrenv1.ReasonScaleDownRefused)
-	eventFor(t, b, warrenv1.ReasonScaleDownRefused, "set spec.replicas back to 3")
-	consistently(t, 2*time.Second, "StatefulSet keeps 3 replicas", func() error {
-		if err := getObj(sts); err != nil {
-			return err
-		}
-		if *sts.Spec.Replicas != 3 {
-			return fmt.Errorf("StatefulSet scaled to %d", *sts.Spec.Replicas)
-		}
-		return nil
-	})
-	// Growing is fine, and clears the condition.
-	updateBroker(t, b, func(b *warrenv1.Broker) { b.Spec.Replicas = ptr.To[int32](5) })
-	condition(t, b, warrenv1.ConditionReconcileSuccess, metav1.ConditionTrue, warrenv1.ReasonSuccess)
-	eventually(t, 10*time.Second, "scaled up to 5", func() error {
-		if err := getObj(sts); err != nil {
-			return err
-		}
-		if *sts.Spec.Replicas != 5 {
-			return fmt.Errorf("replicas %d", *sts.Spec.Replicas)
 		}
 		return nil
 	})

@@ -34,9 +34,11 @@ func (o *outcome) fail(reason string, err error) error {
 	return err
 }
 
-// updateStatus writes what the operator observed: replica counts from the
-// StatefulSet (the kubelets' readiness probes on /readyz are the truth of a
-// node's health), the conditions, endpoints and the default-user Secret.
+// updateStatus writes what the operator observed: replica counts and
+// AllReplicasReady from the StatefulSet (the kubelets' readiness probes on
+// /readyz), ClusterAvailable and QuorumHealthy from the cluster's own state
+// (GET /api/cluster/status on a ready pod: condition_*.go), Ready from
+// both, endpoints and the default-user Secret.
 // Each condition change is an event. Nothing is written when nothing
 // changed.
 func (r *BrokerReconciler) updateStatus(ctx context.Context, b *warrenv1.Broker, out *outcome) error {
@@ -89,16 +91,17 @@ func (r *BrokerReconciler) updateStatus(ctx context.Context, b *warrenv1.Broker,
 	allReady := ready >= nodes && nodes > 0
 	cond(warrenv1.ConditionAllReplicasReady, allReady, pick(allReady, "AllPodsReady", "NotAllPodsReady"),
 		fmt.Sprintf("%d of %d nodes ready", ready, nodes))
-	available := ready > 0
-	cond(warrenv1.ConditionClusterAvailable, available, pick(available, "EndpointsAvailable", "NoEndpointsAvailable"),
-		pick(available, fmt.Sprintf("service %s has %d ready endpoints", resource.ClientServiceName(b), ready),
-			fmt.Sprintf("no node of service %s is ready", resource.ClientServiceName(b))))
-	majority := nodes/2 + 1
-	quorum := ready >= majority
-	cond(warrenv1.ConditionQuorumHealthy, quorum, pick(quorum, "MajorityReady", "MajorityNotReady"),
-		fmt.Sprintf("%d of %d nodes ready, %d needed for a majority", ready, nodes, majority))
+	view := r.observeCluster(ctx, b, "")
+	available, reason, msg := clusterAvailable(b, view)
+	cond(warrenv1.ConditionClusterAvailable, available, reason, msg)
+	quorum, reason, msg := quorumHealthy(b, nodes, view)
+	cond(warrenv1.ConditionQuorumHealthy, quorum, reason, msg)
+	readyMsg := fmt.Sprintf("%d of %d nodes ready", ready, nodes)
+	if allReady && !available {
+		readyMsg = "every pod is ready but the cluster is not available (see ClusterAvailable)"
+	}
 	cond(warrenv1.ConditionReady, allReady && available, pick(allReady && available, "Ready", "NotReady"),
-		pick(allReady && available, "every node is ready and serves clients", fmt.Sprintf("%d of %d nodes ready", ready, nodes)))
+		pick(allReady && available, "every node is ready and the cluster serves clients", readyMsg))
 	if out.reason == "" {
 		cond(warrenv1.ConditionReconcileSuccess, true, warrenv1.ReasonSuccess, "the spec is applied")
 	} else {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"time"
@@ -22,17 +23,15 @@ import (
 // is not ready to take them.
 const notReadyRetry = 10 * time.Second
 
-// reconcileVhosts makes every vhost of spec.vhosts exist on every ready
-// node with the storage policy and default queue type written in the spec,
-// through each node's HTTP API and the default user's credentials. A
-// running node applies a policy at once: nothing here touches the
-// StatefulSet, so no pod restarts. Each node is asked (not one node through
-// the client Service): a node that does not share its metadata with the
-// others yet, or that was away, gets the policy too, and a node that has it
-// already is left alone. A node that becomes ready later gets it on the
-// next reconcile (its readiness changes the StatefulSet's status). Vhosts
-// are compared again every PolicyResync, so a change made behind the
-// operator's back is undone.
+// reconcileVhosts makes every vhost of spec.vhosts exist in the cluster
+// with the storage policy and default queue type written in the spec,
+// through the HTTP API of one ready node and the default user's
+// credentials. The metadata is the cluster's (replicated by Raft), so one
+// node's answer is every node's: the policy is applied once, to the
+// cluster, and the next ready pod is asked only when one cannot be
+// reached. A running node applies a policy at once: nothing here touches
+// the StatefulSet, so no pod restarts. Vhosts are compared again every
+// PolicyResync, so a change made behind the operator's back is undone.
 func (r *BrokerReconciler) reconcileVhosts(ctx context.Context, b *warrenv1.Broker, out *outcome) (ctrl.Result, error) {
 	resync := r.PolicyResync
 	if resync == 0 {
@@ -53,44 +52,56 @@ func (r *BrokerReconciler) reconcileVhosts(ctx context.Context, b *warrenv1.Brok
 	if err != nil {
 		return ctrl.Result{}, out.fail(warrenv1.ReasonVhostPolicyError, err)
 	}
-	applied := make([]warrenv1.VhostStatus, 0, len(b.Spec.Vhosts))
-	// One event per reconcile lists every change: events of one object with
-	// the same reason are merged into a series that keeps the first note.
-	var changes []string
-	defer func() {
+	var errs []error
+	for _, pod := range pods {
+		applied, changes, err := applyVhosts(ctx, r.nodeAPI(b, pod, user, pass), b)
+		b.Status.Vhosts = applied
 		if len(changes) > 0 {
-			r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "VhostPolicyApplied", "ApplyVhost", "%s (no restart)", strings.Join(changes, "; "))
+			// One event per reconcile lists every change: events of one
+			// object with the same reason are merged into a series that
+			// keeps the first note.
+			r.Recorder.Eventf(b, nil, corev1.EventTypeNormal, "VhostPolicyApplied", "ApplyVhost", "%s, in the cluster through pod %s (no restart)",
+				strings.Join(changes, "; "), pod.Name)
 		}
-	}()
+		if err == nil {
+			return ctrl.Result{RequeueAfter: resync}, nil
+		}
+		errs = append(errs, fmt.Errorf("pod %s: %w", pod.Name, err))
+		if len(changes) > 0 || !unreachable(err) {
+			break // the node answered: another would answer the same
+		}
+	}
+	err = errors.Join(errs...)
+	r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, warrenv1.ReasonVhostPolicyError, "ApplyVhost", "%v", err)
+	return ctrl.Result{}, out.fail(warrenv1.ReasonVhostPolicyError, err)
+}
+
+// applyVhosts applies every vhost of the spec through api and returns
+// those applied (in spec order, up to the first error) and what changed.
+func applyVhosts(ctx context.Context, api *brokerapi.Client, b *warrenv1.Broker) ([]warrenv1.VhostStatus, []string, error) {
+	applied := make([]warrenv1.VhostStatus, 0, len(b.Spec.Vhosts))
+	var changes []string
 	for _, v := range b.Spec.Vhosts {
 		want := desiredVhost(v)
-		byVerb := map[string][]string{}
-		for _, pod := range pods {
-			api := &brokerapi.Client{BaseURL: r.nodeURL(b, pod), Username: user, Password: pass}
-			verb, err := applyVhost(ctx, api, want)
-			if err != nil {
-				err = fmt.Errorf("pod %s: %w", pod.Name, err)
-				r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, warrenv1.ReasonVhostPolicyError, "ApplyVhost", "%v", err)
-				b.Status.Vhosts = applied
-				return ctrl.Result{}, out.fail(warrenv1.ReasonVhostPolicyError, err)
-			}
-			if verb != "" {
-				byVerb[verb] = append(byVerb[verb], pod.Name)
-			}
+		verb, err := applyVhost(ctx, api, want)
+		if err != nil {
+			return applied, changes, err
 		}
-		for _, verb := range []string{"created", "updated"} {
-			if on := byVerb[verb]; len(on) > 0 {
-				changes = append(changes, fmt.Sprintf("%s vhost %q on %s: default queue type %s, storage %s",
-					verb, v.Name, strings.Join(on, ", "), want.DefaultQueueType, describeStorage(want.Storage)))
-			}
+		if verb != "" {
+			changes = append(changes, fmt.Sprintf("%s vhost %q: default queue type %s, storage %s",
+				verb, v.Name, want.DefaultQueueType, describeStorage(want.Storage)))
 		}
 		applied = append(applied, warrenv1.VhostStatus{Name: v.Name, ObservedGeneration: b.Generation})
 	}
-	b.Status.Vhosts = applied
-	if int32(len(pods)) < resource.Replicas(b) {
-		return ctrl.Result{RequeueAfter: notReadyRetry}, nil
-	}
-	return ctrl.Result{RequeueAfter: resync}, nil
+	return applied, changes, nil
+}
+
+// unreachable reports whether err is a failure to reach the node at all
+// (not an answer from it), so another node may be tried.
+func unreachable(err error) bool {
+	var netErr net.Error
+	var opErr *net.OpError
+	return errors.As(err, &netErr) || errors.As(err, &opErr)
 }
 
 // readyPods lists the Broker's pods that pass their readiness probe, by name.

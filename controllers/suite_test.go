@@ -110,7 +110,8 @@ func runSuite(m *testing.M) (int, error) {
 			}
 			return "http://127.0.0.1:1" // nothing listens
 		},
-		PolicyResync: 2 * time.Second,
+		PolicyResync:  2 * time.Second,
+		ClusterResync: time.Second,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return 0, err

@@ -50,10 +50,11 @@ type BrokerList struct {
 // BrokerSpec is the desired state of a Warren cluster.
 type BrokerSpec struct {
 	// Replicas is the number of broker nodes. It must be odd, so that a
-	// Raft majority survives the loss of a minority of nodes. It may grow;
-	// a decrease is refused by the operator (condition ReconcileSuccess
-	// False, reason ScaleDownRefused) until the broker can decommission a
-	// node safely.
+	// Raft majority survives the loss of a minority of nodes. Growing adds
+	// pods that join the cluster; shrinking decommissions the
+	// highest-ordinal nodes one at a time (each moves its leaderships and
+	// memberships away and leaves the cluster) before the StatefulSet
+	// shrinks by one.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=99
@@ -319,10 +320,11 @@ type BrokerStatus struct {
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
 
-	// Conditions: Ready (the client Service has ready endpoints and every
-	// replica is ready), AllReplicasReady, ClusterAvailable (at least one
-	// node serves clients), QuorumHealthy (a majority of nodes is ready, so
-	// replicated queues accept writes), ReconcileSuccess (the last
+	// Conditions: Ready (every replica is ready and the cluster is
+	// available), AllReplicasReady, ClusterAvailable (the cluster has a
+	// metadata leader and a majority of its members answer, from the
+	// cluster's own status), QuorumHealthy (every node is a running voting
+	// member, so any one may stop), ReconcileSuccess (the last
 	// reconcile applied the spec; its reason says what a user must fix when
 	// it is False).
 	// +listType=map

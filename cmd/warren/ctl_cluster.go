@@ -78,6 +78,20 @@ func clusterCommands(c *ctlClient) []*cobra.Command {
 		op("decommission", "Drain the node, move its memberships to other nodes, then leave the cluster",
 			"Decommissioning the node ...", http.MethodPost, "/api/cluster/decommission"),
 	}
+	// --delay: a Kubernetes preStop hook runs `drain --delay 10s`, so the
+	// proxies stop routing new clients to the terminating pod before its
+	// listeners close (the operator's StatefulSet does).
+	drain := cmds[3]
+	delay := drain.Flags().Duration("delay", 0, "wait this long before draining (in a preStop hook: until the pod is out of the Service's endpoints)")
+	run := drain.RunE
+	drain.RunE = func(cmd *cobra.Command, args []string) error {
+		select {
+		case <-time.After(*delay):
+		case <-cmd.Context().Done():
+			return cmd.Context().Err()
+		}
+		return run(cmd, args)
+	}
 	return cmds
 }
 

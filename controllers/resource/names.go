@@ -121,3 +121,15 @@ func mergeLabels(dst map[string]string, src map[string]string) map[string]string
 	}
 	return dst
 }
+
+// PodName is the name of the Broker's pod of the given ordinal.
+func PodName(b *warrenv1.Broker, ordinal int32) string {
+	return fmt.Sprintf("%s-%d", StatefulSetName(b), ordinal)
+}
+
+// NodeName is the cluster node name (cluster.node_name, the Raft server
+// id) of the pod of the given ordinal: the StatefulSet sets
+// WARREN_CLUSTER_NODE_NAME to it, and it stays the same across restarts.
+func NodeName(b *warrenv1.Broker, ordinal int32) string {
+	return fmt.Sprintf("warren@%s.%s.%s", PodName(b, ordinal), HeadlessServiceName(b), b.Namespace)
+}

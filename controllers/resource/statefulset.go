@@ -115,10 +115,7 @@ func PersistentVolumeClaimTemplate(b *warrenv1.Broker) corev1.PersistentVolumeCl
 
 func (s *StatefulSetBuilder) podSpec() corev1.PodSpec {
 	b := s.Broker
-	grace := int64(300)
-	if b.Spec.TerminationGracePeriodSeconds != nil {
-		grace = *b.Spec.TerminationGracePeriodSeconds
-	}
+	grace := terminationGrace(b)
 	affinity := b.Spec.Affinity
 	if affinity == nil {
 		affinity = defaultAffinity(b)
@@ -189,9 +186,33 @@ func volumeMounts(b *warrenv1.Broker) []corev1.VolumeMount {
 	return ms
 }
 
+// terminationGrace is the pods' grace period in seconds (300 by default:
+// a drain and the queues' fsync of a busy node take a while).
+func terminationGrace(b *warrenv1.Broker) int64 {
+	if b.Spec.TerminationGracePeriodSeconds != nil {
+		return *b.Spec.TerminationGracePeriodSeconds
+	}
+	return 300
+}
+
+// BrokerBinary is the broker's path in the warren image.
+const BrokerBinary = "/usr/local/bin/warren"
+
+// PreStopDrain is the preStop command: wait until the pod is out of the
+// Services' endpoints (10 s, or a quarter of a short grace period), then
+// `warren ctl drain` against the node's own API.
+func PreStopDrain(graceSeconds int64) []string {
+	delay := int64(10)
+	if graceSeconds < 40 {
+		delay = graceSeconds / 4
+	}
+	return []string{BrokerBinary, "ctl", "drain", "--quiet", "--delay", fmt.Sprintf("%ds", delay)}
+}
+
 func (s *StatefulSetBuilder) container() corev1.Container {
 	b := s.Broker
 	headless := HeadlessServiceName(b)
+	grace := terminationGrace(b)
 	secretEnv := func(name, secret, key string) corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}}}
@@ -223,6 +244,10 @@ func (s *StatefulSetBuilder) container() corev1.Container {
 			secretEnv("WARREN_AUTH_DEFAULT_PASS", DefaultUserSecretName(b), KeyPassword),
 			{Name: "WARREN_CLUSTER_ADVERTISE", Value: fmt.Sprintf("$(POD_NAME).%s.$(POD_NAMESPACE).svc:%d", headless, PortCluster)},
 			secretEnv("WARREN_CLUSTER_SECRET", JoinSecretName(b), KeyToken),
+			// For `warren ctl` in the pod (the preStop drain): the API on
+			// localhost with the default user.
+			{Name: "WARREN_USER", Value: "$(WARREN_AUTH_DEFAULT_USER)"},
+			{Name: "WARREN_PASSWORD", Value: "$(WARREN_AUTH_DEFAULT_PASS)"},
 		},
 		Ports:     containerPorts(b),
 		Resources: resources,
@@ -232,11 +257,16 @@ func (s *StatefulSetBuilder) container() corev1.Container {
 		LivenessProbe:  httpProbe("/healthz", 10, 6),
 		ReadinessProbe: httpProbe("/readyz", 5, 3),
 		Lifecycle: &corev1.Lifecycle{
-			// Drain: the pod is already out of the Services' endpoints when
-			// preStop runs; waiting lets every proxy stop sending it new
-			// connections before SIGTERM makes the node close its clients,
-			// fsync its queues and hand over leadership.
-			PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 10}},
+			// Drain: the pod is leaving the Services' endpoints when preStop
+			// runs; the hook waits for every proxy to stop sending it new
+			// connections, then drains the node through its own API (its
+			// leaderships move to the other nodes, then it closes its
+			// clients, which reconnect elsewhere), so a rolling restart
+			// never makes a group wait for an election. SIGTERM then
+			// fsyncs the queues and stops (and would move leaderships
+			// itself if the hook failed: on a single node, which has no
+			// one to drain to, the hook reports that and SIGTERM stops it).
+			PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: PreStopDrain(grace)}},
 		},
 		VolumeMounts: volumeMounts(b),
 		SecurityContext: &corev1.SecurityContext{

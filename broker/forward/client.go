@@ -38,7 +38,7 @@ type Config struct {
 	// MaxBatchBytes bounds one publish call (default 1 MiB; a single
 	// larger message goes alone).
 	MaxBatchBytes int
-	// MaxInFlight is the publish calls in flight per node (default 4).
+	// MaxInFlight is the publish calls in flight per node (default 8).
 	MaxInFlight int
 	// HighWater is the bytes outstanding to a node above which Throttle
 	// blocks (default 16 MiB).
@@ -74,7 +74,7 @@ func NewClient(cfg Config) *Client {
 		cfg.MaxBatchBytes = 1 << 20
 	}
 	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = 4
+		cfg.MaxInFlight = 8
 	}
 	if cfg.HighWater <= 0 {
 		cfg.HighWater = 16 << 20

@@ -12,19 +12,27 @@ import (
 
 // BenchmarkForwardedPublishConsume: a publisher (confirms, 1,000 in
 // flight) and a consumer (prefetch 500, acks every 100) on the node that
-// holds the queue, then both on another node: run with -count to
-// interleave them, and compare msgs/s.
+// holds the queue, then both on another node, three rounds interleaved,
+// transient and persistent messages: compare msgs/s.
 func BenchmarkForwardedPublishConsume(b *testing.B) {
 	c := brokertest.StartCluster(b, 2)
 	if _, err := c.Nodes[1].Channel(b).QueueDeclare("bench", true, false, false, false, nil); err != nil {
 		b.Fatal(err)
 	}
 	declareOnB(b, c.Nodes[0], "bench")
-	for _, tc := range []struct {
-		name string
-		node *brokertest.Node
-	}{{"owner", c.Nodes[1]}, {"other", c.Nodes[0]}} {
-		b.Run(tc.name, func(b *testing.B) { pubSub(b, tc.node, "bench") })
+	for _, persistent := range []bool{false, true} {
+		mode := "transient"
+		if persistent {
+			mode = "persistent"
+		}
+		for range 3 {
+			for _, tc := range []struct {
+				name string
+				node *brokertest.Node
+			}{{"owner", c.Nodes[1]}, {"other", c.Nodes[0]}} {
+				b.Run(mode+"/"+tc.name, func(b *testing.B) { pubSub(b, tc.node, "bench", persistent) })
+			}
+		}
 	}
 }
 
@@ -43,7 +51,11 @@ func declareOnB(b *testing.B, n *brokertest.Node, q string) {
 	}
 }
 
-func pubSub(b *testing.B, n *brokertest.Node, q string) {
+func pubSub(b *testing.B, n *brokertest.Node, q string, persistent bool) {
+	mode := amqp091.Transient
+	if persistent {
+		mode = amqp091.Persistent
+	}
 	cons := n.Channel(b)
 	if err := cons.Qos(500, 0, false); err != nil {
 		b.Fatal(err)
@@ -77,7 +89,7 @@ func pubSub(b *testing.B, n *brokertest.Node, q string) {
 			<-confirms
 			inflight--
 		}
-		if err := pub.PublishWithContext(ctx, "", q, false, false, amqp091.Publishing{Body: body}); err != nil {
+		if err := pub.PublishWithContext(ctx, "", q, false, false, amqp091.Publishing{Body: body, DeliveryMode: mode}); err != nil {
 			b.Fatal(err)
 		}
 		inflight++

@@ -346,3 +346,45 @@ func TestOwnerDownCancelsConsumersOnOtherNodes(t *testing.T) {
 		t.Fatal("no basic.cancel within 15 s of the owner stopping")
 	}
 }
+
+func TestDeadLettersReachAQueueOnAnotherNode(t *testing.T) {
+	c := brokertest.StartCluster(t, 3)
+	n1, n2, n3 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	if _, err := n2.Channel(t).QueueDeclare("dead", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	src := n1.Channel(t)
+	if _, err := src.QueueDeclare("src", true, false, false, false, amqp091.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead"}); err != nil {
+		t.Fatal(err)
+	}
+	declareOn(t, n1, "dead")
+	declareOn(t, n3, "src")
+	// Published on n3, held on n1, rejected there: dead-lettered to n2.
+	pub := n3.Channel(t)
+	_ = pub.Confirm(false)
+	if acked, _, _ := publishCounted(t, pub, "src", 0, 3); acked != 3 {
+		t.Fatal("publish")
+	}
+	for range 3 {
+		d, ok, err := src.Get("src", false)
+		if err != nil || !ok {
+			t.Fatalf("get: %v %v", ok, err)
+		}
+		if err := d.Reject(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually.Succeeds(t, 10*time.Second, "three dead letters on n2", func() error {
+		if q := declareOn(t, n3, "dead"); q.Messages != 3 {
+			return fmt.Errorf("%d dead letters", q.Messages)
+		}
+		return nil
+	})
+	// A consumer on n2 in use: delete if-unused through n3 is refused.
+	if _, err := n2.Channel(t).Consume("dead", "", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n3.Channel(t).QueueDelete("dead", true, false, false); !isAMQP(err, amqp091.PreconditionFailed) {
+		t.Fatalf("delete if-unused of a queue in use, through another node: %v", err)
+	}
+}

@@ -4,8 +4,12 @@ package faults
 
 import (
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,9 +26,27 @@ func TestClusterIdleCPU(t *testing.T) {
 		t.Skip("set WARREN_FAULTS_IDLE=<seconds> (e.g. 30) to measure an idle cluster's CPU")
 	}
 	hz := clockTicks(t)
-	c := startCluster(t, 3)
-	c.WaitLeaders(c.MetadataLeaderProbe)
+	c := Start(t, 3, Options{Bin: bin, NodeSettings: ClusterSettings, Settings: []string{"debug.pprof_listen=:6060"}})
+	leader := c.WaitLeader()
 	time.Sleep(5 * time.Second) // joins, first snapshots and connections settle
+	// WARREN_FAULTS_IDLE_PROFILES=<dir>: a CPU profile of each node over the
+	// window, <dir>/<node>.pprof (the leader is named in the log).
+	if dir := os.Getenv("WARREN_FAULTS_IDLE_PROFILES"); dir != "" {
+		t.Logf("profiles in %s; the leader is %s", dir, leader.Name)
+		for _, n := range c.Nodes {
+			go func() {
+				url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", net.JoinHostPort(n.IP.String(), "6060"), secs)
+				resp, err := http.Get(url)
+				if err != nil {
+					t.Logf("profile of %s: %v", n.Name, err)
+					return
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				_ = os.WriteFile(filepath.Join(dir, n.Name+".pprof"), b, 0o644)
+			}()
+		}
+	}
 	before := make([]int64, len(c.Nodes))
 	for i, n := range c.Nodes {
 		before[i] = cpuTicks(t, n.Pid())

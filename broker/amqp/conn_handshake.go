@@ -124,6 +124,9 @@ func (c *conn) handshake() error {
 		return c.handshakeFail(e)
 	}
 	c.vh, c.perm = vh, meta.CompilePermission(perm)
+	// Listed from now on: a client that has open-ok may ask the HTTP API
+	// for its connection at once.
+	c.state.Store("running")
 	if err := write(&wire.ConnectionOpenOk{}); err != nil {
 		return err
 	}

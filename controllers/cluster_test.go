@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,6 +78,12 @@ func TestScaleDownDecommissionsOneNodeAtATime(t *testing.T) {
 	setReady(t, b, 3)
 	condition(t, b, warrenv1.ConditionQuorumHealthy, metav1.ConditionTrue, "AllMembersVoting")
 	sts := statefulSetOf(t, b)
+	// A removed pod's data goes with it (its node left the cluster); the
+	// Broker's deletion keeps every PVC.
+	if p := sts.Spec.PersistentVolumeClaimRetentionPolicy; p == nil || p.WhenScaled != appsv1.DeletePersistentVolumeClaimRetentionPolicyType ||
+		p.WhenDeleted != appsv1.RetainPersistentVolumeClaimRetentionPolicyType {
+		t.Errorf("PVC retention policy %+v", p)
+	}
 
 	updateBroker(t, b, func(b *warrenv1.Broker) { b.Spec.Replicas = ptr.To[int32](1) })
 	for _, step := range []struct{ from, to int32 }{{3, 2}, {2, 1}} {

@@ -81,9 +81,15 @@ func (s *StatefulSetBuilder) desired() *appsv1.StatefulSet {
 				Type:          appsv1.RollingUpdateStatefulSetStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](0)},
 			},
+			// The data outlives the Broker. A scale-down removes a pod only
+			// after its node was decommissioned (it left the cluster, its
+			// memberships moved): its data is of no use, and a pod coming
+			// back on it later would resume as a member the cluster no
+			// longer has. So scaling deletes the PVC; a new pod of that
+			// ordinal starts empty and joins.
 			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
 				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
-				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+				WhenScaled:  appsv1.DeletePersistentVolumeClaimRetentionPolicyType,
 			},
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{pvc},
 			Template: corev1.PodTemplateSpec{

@@ -379,3 +379,50 @@ func TestRaftOneMemberTakesWritesAtOnce(t *testing.T) {
 		must(t, n.Close())
 	}
 }
+
+// A write forwarded to a leader that stops answering (a paused process, a
+// link that black-holes) goes to the next leader once leadership moves,
+// instead of waiting for the old one: found by e2e/faults
+// TestClusterPausedLeader, where it waited until SIGCONT.
+func TestRaftForwardedWriteFollowsANewLeader(t *testing.T) {
+	c := newRaftCluster(t, 3, fastTiming)
+	old := c.leader()
+	var from, next *raftNode
+	for _, nd := range c.nodes {
+		switch {
+		case nd == old:
+		case from == nil:
+			from = nd
+		default:
+			next = nd
+		}
+	}
+	called := make(chan struct{}, 1)
+	old.r.net.Handle(applyMethod, func(ctx context.Context, _ string, _ []byte) ([]byte, error) {
+		select {
+		case called <- struct{}{}:
+		default:
+		}
+		<-ctx.Done() // a leader that never answers
+		return nil, ctx.Err()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- from.r.PutVhost(ctx, Vhost{Name: "forwarded"}) }()
+	select {
+	case <-called:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the write was not forwarded to the leader")
+	}
+	must(t, old.r.Group().TransferLeadership(ctxT(t), next.name))
+	moved := time.Now()
+	select {
+	case err := <-errc:
+		must(t, err)
+		t.Logf("acknowledged %v after the leadership moved", time.Since(moved))
+	case <-time.After(5 * time.Second):
+		t.Fatal("a write forwarded to a leader that does not answer is not acknowledged 5 s after the leadership moved")
+	}
+	c.converged(false)
+}

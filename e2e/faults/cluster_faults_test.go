@@ -43,6 +43,9 @@ type load struct {
 	p     *Publisher
 	pub   *Node
 	queue string
+	// more publishers to the same queue (through other nodes), checked
+	// with p
+	more []*Publisher
 }
 
 func startLoad(t *testing.T, c *Cluster, name string, pub *Node, writers ...*Node) *load {
@@ -78,6 +81,13 @@ func (l *load) check(t *testing.T, c *Cluster) {
 	ps := l.p.Stop()
 	t.Logf("metadata writes: %v", ws)
 	t.Logf("publisher: %v", ps)
+	confirmed := l.p.Confirmed()
+	for i, p := range l.more {
+		t.Logf("publisher %d: %v", i+2, p.Stop())
+		for id := range p.Confirmed() {
+			confirmed[id] = true
+		}
+	}
 	c.WaitSameDefinitions(10 * time.Second)
 	for _, n := range c.Nodes {
 		if !n.running() {
@@ -91,7 +101,7 @@ func (l *load) check(t *testing.T, c *Cluster) {
 			t.Errorf("%s lacks %d acknowledged metadata writes, e.g. %+v", n.Name, len(missing), missing[0])
 		}
 	}
-	c.CheckNoLoss(l.pub, l.queue, l.p.Confirmed())
+	c.CheckNoLoss(l.pub, l.queue, confirmed)
 }
 
 // TestClusterKill9OfTheLeader: kill -9 of the metadata leader while another
@@ -313,10 +323,21 @@ func TestClusterRollingRestart(t *testing.T) {
 	c := startCluster(t, 3)
 	c.WaitLeader()
 	l := startLoad(t, c, "rolling", c.Nodes[0], c.Nodes...)
+	// A second publisher to the same queue on n1 through any node (its
+	// publishes to n2 and n3 are forwarded to n1), moving on when its node
+	// stops.
+	l.more = append(l.more, StartPublisher(PublisherConfig{Dial: c.DialAny(nil, 2*time.Second), RoutingKey: "rolling", Prefix: "any-"}))
 	gap := watchLeader(c)
 	for _, n := range c.Nodes {
 		before := l.w.Stats().Acked
+		leader, err := c.AgreedLeader()
+		if err != nil {
+			t.Fatal(err)
+		}
 		c.Stop(n)
+		if n == leader && !c.LogContains(n, "cluster: metadata leadership moved") {
+			t.Errorf("%s led and stopped (SIGTERM) without moving the leadership first", n.Name)
+		}
 		c.Restart(n)
 		c.WaitLeaders(c.MetadataLeaderProbe)
 		eventually.True(t, 15*time.Second, "metadata writes acknowledged after restarting "+n.Name, func() bool {
@@ -327,6 +348,9 @@ func TestClusterRollingRestart(t *testing.T) {
 	t.Logf("rolling restart: longest time without a metadata leader %v; writes: %v", longest.Round(time.Millisecond), l.w.Stats())
 	if longest > 3*time.Second {
 		t.Errorf("the metadata group was without a leader for %v during a rolling restart", longest)
+	}
+	if st := l.more[0].Stats(); st.Confirmed == 0 {
+		t.Errorf("the publisher through any node had nothing confirmed: %v", st)
 	}
 	l.check(t, c)
 }

@@ -142,10 +142,44 @@ func (rc *remoteConsumer) settled(seqs []uint64) {
 	}
 }
 
-// consumers is the owner's table of other nodes' consumers.
+// consumers is the owner's table of other nodes' consumers, and of the
+// messages other nodes took with basic.get and have not settled (requeued
+// when their node goes down).
 type consumers struct {
-	mu sync.Mutex
-	m  map[consumerKey]*remoteConsumer
+	mu   sync.Mutex
+	m    map[consumerKey]*remoteConsumer
+	gets map[getKey]map[uint64]struct{}
+}
+
+type getKey struct {
+	from string
+	q    queue.Queue
+}
+
+func (c *consumers) got(from string, q queue.Queue, seq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := getKey{from, q}
+	if c.gets[k] == nil {
+		c.gets[k] = map[uint64]struct{}{}
+	}
+	c.gets[k][seq] = struct{}{}
+}
+
+func (c *consumers) settledGets(from string, q queue.Queue, seqs []uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := getKey{from, q}
+	m := c.gets[k]
+	if m == nil {
+		return
+	}
+	for _, s := range seqs {
+		delete(m, s)
+	}
+	if len(m) == 0 {
+		delete(c.gets, k)
+	}
 }
 
 func (h *handlers) consume(ctx context.Context, from string, req []byte) ([]byte, error) {
@@ -243,7 +277,19 @@ func (h *handlers) nodeDown(node string) {
 			rcs = append(rcs, rc)
 		}
 	}
+	gets := map[queue.Queue][]uint64{}
+	for k, m := range h.cons.gets {
+		if k.from == node {
+			for s := range m {
+				gets[k.q] = append(gets[k.q], s)
+			}
+			delete(h.cons.gets, k)
+		}
+	}
 	h.cons.mu.Unlock()
+	for q, seqs := range gets {
+		q.Requeue(seqs)
+	}
 	if len(rcs) > 0 {
 		h.log.Warn("forward: a node went down; cancelling its consumers and requeueing their messages", "node", node, "consumers", len(rcs))
 	}

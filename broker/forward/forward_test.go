@@ -57,6 +57,15 @@ type memLocal struct {
 	ids atomic.Uint64
 }
 
+func (q *memQueue) Consume(context.Context, queue.Consumer, queue.ConsumeOptions) error {
+	return nil
+}
+func (q *memQueue) Cancel(queue.Consumer) {}
+func (q *memQueue) Wake(queue.Consumer)   {}
+func (q *memQueue) Ack([]uint64)          {}
+func (q *memQueue) Requeue([]uint64)      {}
+func (q *memQueue) Reject([]uint64)       {}
+
 func (l *memLocal) LocalQueue(vhost, name string) (queue.Queue, error) {
 	if q, ok := l.qs[vhost+"/"+name]; ok {
 		return q, nil

@@ -15,15 +15,22 @@ func FuzzHandlers(f *testing.F) {
 	m := &message.Message{Exchange: "x", RoutingKey: "q", Body: []byte("hi")}
 	f.Add(appendPublishes(nil, 1, 0, []group{{vhost: "/", queue: "q", msgs: []*message.Message{m}}}))
 	f.Add(appendQueueRef(nil, "/", "q"))
+	f.Add(append(appendQueueRef(nil, "/", "q"), 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10))
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 5})
 	f.Add(appendSeqs(appendQueueRef(nil, "/", "q"), settleAck, []uint64{1, 2}))
 	f.Add([]byte{wireVersion, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, '/', 0, 1, 'q', 0xff, 0xff, 0xff, 0xff})
 	hub := transport.NewInmemHub()
 	owner := &memQueue{info: queue.Info{Vhost: "/", Name: "q"}}
 	Serve(hub.Network("b"), &memLocal{qs: map[string]*memQueue{"//q": owner}}, nil, nil)
 	a := hub.Network("a")
+	NewClient(Config{Network: a})
 	f.Fuzz(func(t *testing.T, req []byte) {
-		for _, method := range []string{methodPublish, methodStats, methodPurge, methodDelete} {
+		for _, method := range []string{methodPublish, methodStats, methodPurge, methodDelete, methodConsume, methodCancel} {
 			_, _ = a.Call(context.Background(), "b", method, req)
+		}
+		// The consumer's side: deliveries and cancels from an owner.
+		for _, method := range []string{methodDeliver, methodCancelled} {
+			_, _ = hub.Network("b").Call(context.Background(), "a", method, req)
 		}
 		_, _ = decodeStats(req)
 		_, _, _ = decodeDelivery(req)

@@ -37,7 +37,7 @@ func Serve(nw transport.Network, l Local, toStatus func(error) error, log *slog.
 	if toStatus == nil {
 		toStatus = func(err error) error { return err }
 	}
-	h := &handlers{l: l, nw: nw, callTimeout: 30 * time.Second, toStatus: toStatus, log: log.With("subsystem", "forward"), order: orderer{turns: map[string]*turn{}}, cons: consumers{m: map[consumerKey]*remoteConsumer{}}}
+	h := &handlers{l: l, nw: nw, callTimeout: 30 * time.Second, toStatus: toStatus, log: log.With("subsystem", "forward"), order: orderer{turns: map[string]*turn{}}, cons: consumers{m: map[consumerKey]*remoteConsumer{}, gets: map[getKey]map[uint64]struct{}{}}}
 	nw.Handle(methodPublish, h.publish)
 	nw.Handle(methodStats, h.stats)
 	nw.Handle(methodGet, h.get)
@@ -173,7 +173,7 @@ func (h *handlers) stats(_ context.Context, _ string, req []byte) ([]byte, error
 	return appendStats(nil, q.Stats()), nil
 }
 
-func (h *handlers) get(ctx context.Context, _ string, req []byte) ([]byte, error) {
+func (h *handlers) get(ctx context.Context, from string, req []byte) ([]byte, error) {
 	q, d, err := h.queue(req)
 	if err != nil {
 		return nil, err
@@ -185,6 +185,9 @@ func (h *handlers) get(ctx context.Context, _ string, req []byte) ([]byte, error
 	dl, ok, err := q.Get(ctx, noAck)
 	if err != nil {
 		return nil, h.toStatus(err)
+	}
+	if ok && !noAck {
+		h.cons.got(from, q, dl.Seq)
 	}
 	return appendDelivery(nil, dl, ok), nil
 }
@@ -209,6 +212,7 @@ func (h *handlers) settle(_ context.Context, from string, req []byte) ([]byte, e
 		return nil, badRequest(fmt.Errorf("%w: settle op %d", errMalformed, op))
 	}
 	h.settledBy(from, q, seqs)
+	h.cons.settledGets(from, q, seqs)
 	return nil, nil
 }
 

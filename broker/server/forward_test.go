@@ -388,3 +388,37 @@ func TestDeadLettersReachAQueueOnAnotherNode(t *testing.T) {
 		t.Fatalf("delete if-unused of a queue in use, through another node: %v", err)
 	}
 }
+
+func TestMessagesGotThroughANodeThatStopsGoBackToTheQueue(t *testing.T) {
+	c := brokertest.StartCluster(t, 3)
+	n1, n3 := c.Nodes[0], c.Nodes[2]
+	if _, err := c.Nodes[1].Channel(t).QueueDeclare("taken", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	declareOn(t, n3, "taken")
+	pub := n1.Channel(t)
+	_ = pub.Confirm(false)
+	if acked, _, _ := publishCounted(t, pub, "taken", 0, 2); acked != 2 {
+		t.Fatal("publish")
+	}
+	ch := n3.Channel(t)
+	if _, ok, err := ch.Get("taken", false); !ok || err != nil {
+		t.Fatalf("get: %v %v", ok, err)
+	}
+	if _, err := ch.Consume("taken", "", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually.Succeeds(t, 5*time.Second, "both messages taken through n3", func() error {
+		if q := declareOn(t, n1, "taken"); q.Messages != 0 {
+			return fmt.Errorf("%d ready", q.Messages)
+		}
+		return nil
+	})
+	c.Stop(2)
+	eventually.Succeeds(t, 10*time.Second, "both messages ready again", func() error {
+		if q := declareOn(t, n1, "taken"); q.Messages != 2 || q.Consumers != 0 {
+			return fmt.Errorf("%d ready, %d consumers", q.Messages, q.Consumers)
+		}
+		return nil
+	})
+}

@@ -174,6 +174,8 @@ func TestCreateBuildsEveryChild(t *testing.T) {
 		"WARREN_USER=" + string(userSecret(t, b).Data["username"]),
 		"WARREN_PASSWORD=" + string(userSecret(t, b).Data["password"]),
 		"WARREN_CLUSTER_NODE_NAME=" + res.NodeName(b, 1),
+		// The pod's IP (podEnv plays a kubelet whose pod IP is loopback).
+		"WARREN_CLUSTER_ADVERTISE=127.0.0.1:25672",
 	} {
 		if !slices.Contains(env, want) {
 			t.Errorf("pod 1's environment %q lacks %q", env, want)

@@ -81,6 +81,15 @@ func (r *BrokerReconciler) reconcileChildren(ctx context.Context, b *warrenv1.Br
 			r.Recorder.Eventf(b, obj, corev1.EventTypeWarning, warrenv1.ReasonChildError, "Apply", "%v", err)
 			return out.fail(warrenv1.ReasonChildError, err)
 		}
+		if svc, ok := obj.(*corev1.Service); ok && svc.Name == resource.HeadlessServiceName(b) {
+			// The Service comes before the StatefulSet: the API server has
+			// set its IP families, which are the pods'.
+			for _, other := range builders {
+				if sb, ok := other.(*resource.StatefulSetBuilder); ok {
+					sb.PodIPv6 = resource.PrimaryIPv6(svc)
+				}
+			}
+		}
 		switch op {
 		case controllerutil.OperationResultCreated:
 			r.Recorder.Eventf(b, obj, corev1.EventTypeNormal, "Created", "Create", "created %s %s", kind, obj.GetName())

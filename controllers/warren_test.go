@@ -218,7 +218,8 @@ func createPods(t *testing.T, b *warrenv1.Broker, ready ...bool) {
 }
 
 // podEnv resolves the broker container's environment as the kubelet would
-// for pod ordinal i: field references, Secret keys and $(VAR) expansion.
+// for pod ordinal i: field references (the pod's IP is 127.0.0.1), Secret
+// keys and $(VAR) expansion.
 func podEnv(t *testing.T, sts *appsv1.StatefulSet, i int) []string {
 	t.Helper()
 	vars := map[string]string{}

@@ -185,3 +185,46 @@ func TestSchedulingDefaultsPreferAndUserRulesWin(t *testing.T) {
 		})
 	}
 }
+
+// A node advertises its pod's IP (a restarted pod's new IP reaches its peers
+// at once, a DNS record may be cached with the old one), bracketed when the
+// cluster's primary family is IPv6; the preStop hook drains, its delay
+// bounded by a short grace period.
+func TestPodAdvertisesItsIPAndDrainsOnStop(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		family    corev1.IPFamily
+		grace     *int64
+		advertise string
+		delay     string
+	}{
+		{"IPv4", corev1.IPv4Protocol, nil, "$(POD_IP):25672", "10s"},
+		{"IPv6", corev1.IPv6Protocol, nil, "[$(POD_IP)]:25672", "10s"},
+		{"short grace", corev1.IPv4Protocol, ptr.To[int64](20), "$(POD_IP):25672", "5s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := broker(func(b *warrenv1.Broker) { b.Spec.TerminationGracePeriodSeconds = tc.grace })
+			svc := &corev1.Service{Spec: corev1.ServiceSpec{IPFamilies: []corev1.IPFamily{tc.family}}}
+			sb := &StatefulSetBuilder{Broker: b, Replicas: 3, PodIPv6: PrimaryIPv6(svc)}
+			obj, _ := sb.Build()
+			if err := sb.Update(obj); err != nil {
+				t.Fatal(err)
+			}
+			c := obj.(*appsv1.StatefulSet).Spec.Template.Spec.Containers[0]
+			env := map[string]corev1.EnvVar{}
+			for _, e := range c.Env {
+				env[e.Name] = e
+			}
+			if f := env["POD_IP"].ValueFrom; f == nil || f.FieldRef == nil || f.FieldRef.FieldPath != "status.podIP" {
+				t.Errorf("POD_IP %+v, want the downward API's status.podIP", env["POD_IP"])
+			}
+			if got := env["WARREN_CLUSTER_ADVERTISE"].Value; got != tc.advertise {
+				t.Errorf("WARREN_CLUSTER_ADVERTISE %q, want %q", got, tc.advertise)
+			}
+			want := "/usr/local/bin/warren ctl drain --quiet --delay " + tc.delay
+			if h := c.Lifecycle.PreStop; h == nil || h.Exec == nil || strings.Join(h.Exec.Command, " ") != want {
+				t.Errorf("preStop %+v, want %q", h, want)
+			}
+		})
+	}
+}

@@ -29,6 +29,15 @@ type StatefulSetBuilder struct {
 	Replicas int32
 	// ConfigHash goes on the pod template: a new hash rolls the pods.
 	ConfigHash string
+	// PodIPv6: the pods' primary IP is IPv6 (the headless Service's first
+	// IP family, see PrimaryIPv6), so the advertised address brackets it.
+	PodIPv6 bool
+}
+
+// PrimaryIPv6 reports whether a Service the API server has defaulted has
+// IPv6 as its primary family: the family of the pods' status.podIP.
+func PrimaryIPv6(svc *corev1.Service) bool {
+	return len(svc.Spec.IPFamilies) > 0 && svc.Spec.IPFamilies[0] == corev1.IPv6Protocol
 }
 
 // Build returns the empty StatefulSet.
@@ -201,6 +210,14 @@ func terminationGrace(b *warrenv1.Broker) int64 {
 	return 300
 }
 
+// advertise is cluster.advertise: the pod's IP with the cluster port.
+func (s *StatefulSetBuilder) advertise() string {
+	if s.PodIPv6 {
+		return fmt.Sprintf("[$(POD_IP)]:%d", PortCluster)
+	}
+	return fmt.Sprintf("$(POD_IP):%d", PortCluster)
+}
+
 // BrokerBinary is the broker's path in the warren image.
 const BrokerBinary = "/usr/local/bin/warren"
 
@@ -248,7 +265,11 @@ func (s *StatefulSetBuilder) container() corev1.Container {
 			{Name: "WARREN_STREAM_ADVERTISED_HOST", Value: fmt.Sprintf("$(POD_NAME).%s.$(POD_NAMESPACE).svc", headless)},
 			secretEnv("WARREN_AUTH_DEFAULT_USER", DefaultUserSecretName(b), KeyUsername),
 			secretEnv("WARREN_AUTH_DEFAULT_PASS", DefaultUserSecretName(b), KeyPassword),
-			{Name: "WARREN_CLUSTER_ADVERTISE", Value: fmt.Sprintf("$(POD_NAME).%s.$(POD_NAMESPACE).svc:%d", headless, PortCluster)},
+			// Peers dial the pod's IP, not its DNS name: a restarted pod
+			// has a new IP at once (it announces it to its peers), while
+			// its DNS record may be cached with the old one for 30 s.
+			{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+			{Name: "WARREN_CLUSTER_ADVERTISE", Value: s.advertise()},
 			secretEnv("WARREN_CLUSTER_SECRET", JoinSecretName(b), KeyToken),
 			// For `warren ctl` in the pod (the preStop drain): the API on
 			// localhost with the default user.

@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -401,7 +402,22 @@ func (p *publisher) drain(ctx context.Context, host string, found func(int64)) (
 	} else {
 		u.Host = host
 	}
-	conn, err := amqp091.DialConfig(u.String(), amqp091.Config{Dial: amqp091.DefaultDial(10 * time.Second)})
+	// A pod just restarted has a new IP while its DNS name may resolve to
+	// the old one for up to 30 s (CoreDNS's cache): dial until it answers.
+	var conn *amqp091.Connection
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		conn, err = amqp091.DialConfig(u.String(), amqp091.Config{Dial: amqp091.DefaultDial(5 * time.Second)})
+		var netErr net.Error
+		if err == nil || !errors.As(err, &netErr) || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -130,8 +130,11 @@ func (c *clusterNode) setDraining(ctx context.Context, draining bool) error {
 }
 
 // forgetStaleNames removes, in a cluster of one, the directory entries of
-// names that are not members: the old name of a renamed node, whose queue
-// records it then adopts.
+// this node's old names (its incarnation id under another name, not a
+// member): the old name of a renamed node, whose queue records it then
+// adopts. Another node's entry is left alone: a node joining right now is
+// recorded before it is added as a voter, and forgetting it would leave a
+// voter without an address.
 func (c *clusterNode) forgetStaleNames(ctx context.Context) error {
 	g := c.meta.Group()
 	if !g.IsLeader() {
@@ -142,7 +145,7 @@ func (c *clusterNode) forgetStaleNames(ctx context.Context) error {
 		return nil
 	}
 	for _, n := range c.meta.Nodes() {
-		if n.Name != servers[0].Node {
+		if n.Name != servers[0].Node && n.ID == c.self.ID {
 			c.log.Info("cluster: forgetting a name that is not a member", "node", n.Name)
 			if err := c.meta.DeleteNode(ctx, n.Name); err != nil {
 				return fmt.Errorf("server: forget %s: %w", n.Name, err)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Cluster configures the node's identity, how it finds its peers and how
@@ -42,6 +43,10 @@ type Cluster struct {
 	// (as RabbitMQ's Erlang cookie): nodes of one user on one machine
 	// share it with no setup.
 	SecretFile string `json:"secret_file"`
+	// MetadataWriteTimeout bounds a metadata change a client asked for (a
+	// declare, a user change): without a majority of the members it fails
+	// after this long instead of waiting for the partition to heal.
+	MetadataWriteTimeout time.Duration `json:"metadata_write_timeout"`
 	// TLS, when its files are set, makes the inter-node connections mutual
 	// TLS: each node presents CertFile and verifies its peer's certificate
 	// against CAFile, in both directions.
@@ -190,6 +195,9 @@ func (c Config) validateCluster() []error {
 		if _, _, err := net.SplitHostPort(s); err != nil {
 			bad("cluster.seeds", "each seed must be host:port, got %q", s)
 		}
+	}
+	if cl.MetadataWriteTimeout < time.Second || cl.MetadataWriteTimeout > time.Hour {
+		bad("cluster.metadata_write_timeout", "must be between 1s and 1h, got %v", cl.MetadataWriteTimeout)
 	}
 	if cl.Secret != "" && cl.SecretFile != "" {
 		bad("cluster.secret", "set cluster.secret or cluster.secret_file, not both")

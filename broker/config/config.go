@@ -222,7 +222,7 @@ func Default() Config {
 			QueueMemoryMessages:  2048,
 			SyncInterval:         2 * time.Millisecond,
 		},
-		Cluster: Cluster{NodeName: "warren@" + host, Listen: ":25672"},
+		Cluster: Cluster{NodeName: "warren@" + host, Listen: ":25672", MetadataWriteTimeout: 30 * time.Second},
 		Process: Process{SchedPolicy: "batch"},
 	}
 }

@@ -45,6 +45,10 @@ type RaftConfig struct {
 	// Bootstrap: this node starts a new cluster (a one-member group of
 	// itself) when the group has no state, and migrates Dir/meta.log.
 	Bootstrap bool
+	// WriteTimeout bounds a write whose ctx has no earlier deadline (a
+	// client connection's): without a majority, it fails with ErrUnavailable
+	// instead of waiting for the partition to heal [30s].
+	WriteTimeout time.Duration
 	// AdoptAlone: a node alone (no seeds, no DNS) whose name changed takes
 	// over the one-member group of its old name (raftgroup.Config.AdoptAlone).
 	AdoptAlone bool
@@ -67,7 +71,8 @@ type Raft struct {
 
 	writer *writer // numbers this store's writes (exactly-once, raft_session.go)
 
-	crashAt string // see RaftConfig.crashAt
+	crashAt      string // see RaftConfig.crashAt
+	writeTimeout time.Duration
 
 	closeOnce sync.Once
 	closeErr  error
@@ -104,7 +109,10 @@ func OpenRaft(ctx context.Context, cfg RaftConfig) (*Raft, error) {
 		return nil, fmt.Errorf("meta: %w", err)
 	}
 	r := &Raft{group: g, net: cfg.Network, fsm: f, log: logger.With("group", RaftGroupID), dir: cfg.Dir,
-		writer: newWriter(cfg.Network.Node()), crashAt: cfg.crashAt}
+		writer: newWriter(cfg.Network.Node()), crashAt: cfg.crashAt, writeTimeout: cfg.WriteTimeout}
+	if r.writeTimeout <= 0 {
+		r.writeTimeout = 30 * time.Second
+	}
 	cfg.Network.Handle(applyMethod, r.handleApply)
 	cfg.Network.Handle(syncMethod, r.handleSync)
 	switch {
@@ -186,6 +194,22 @@ func (r *Raft) apply(ctx context.Context, c Command) error {
 // applyChanged is apply reporting whether the command changed anything
 // (published an event).
 func (r *Raft) applyChanged(ctx context.Context, c Command) (bool, error) {
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > r.writeTimeout {
+		parent := ctx
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.writeTimeout)
+		defer cancel()
+		changed, err := r.applyBounded(ctx, c)
+		if err != nil && parent.Err() == nil && ctx.Err() != nil {
+			return false, fmt.Errorf("%w: the cluster did not commit the change within %v (no majority of the members reachable from this node?): %v", ErrUnavailable, r.writeTimeout, err)
+		}
+		return changed, err
+	}
+	return r.applyBounded(ctx, c)
+}
+
+// applyBounded is applyChanged under a ctx that bounds it.
+func (r *Raft) applyBounded(ctx context.Context, c Command) (bool, error) {
 	req := r.writer.start()
 	defer r.writer.done(req)
 	data, err := json.Marshal(entry{Command: c, Req: req})

@@ -12,6 +12,9 @@ var (
 	ErrNotFound = errors.New("meta: not found")
 	ErrInvalid  = errors.New("meta: invalid")
 	ErrClosed   = errors.New("meta: closed")
+	// ErrUnavailable: a write that no majority of the cluster committed in
+	// time (the node is cut off from the others, or they are down).
+	ErrUnavailable = errors.New("meta: unavailable")
 )
 
 // Op names a command.

@@ -79,7 +79,7 @@ func openCluster(ctx context.Context, cfg config.Config, log *slog.Logger) (c *c
 		return c, fmt.Errorf("server: open the raft log store: %w", err)
 	}
 	c.peers = openPeerBook(cfg.Path("raft", "peers.json"), nw, log)
-	if c.meta, err = meta.OpenRaft(ctx, meta.RaftConfig{Dir: cfg.Path("meta"), Network: nw, Stores: c.logs, Logger: log, AdoptAlone: len(cl.Seeds) == 0 && cl.DNS == ""}); err != nil {
+	if c.meta, err = meta.OpenRaft(ctx, meta.RaftConfig{Dir: cfg.Path("meta"), Network: nw, Stores: c.logs, Logger: log, WriteTimeout: cl.MetadataWriteTimeout, AdoptAlone: len(cl.Seeds) == 0 && cl.DNS == ""}); err != nil {
 		if errors.Is(err, raftgroup.ErrNotMember) {
 			return c, fmt.Errorf("server: %w; if it was removed from its cluster (leave, forget-node), empty its data directory to join again as a new member; if cluster.node_name changed, set it back", err)
 		}

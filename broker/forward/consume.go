@@ -58,6 +58,11 @@ func (s *sub) push() {
 // Consume implements queue.Queue: c gets the owner's deliveries through
 // this node.
 func (q *Queue) Consume(ctx context.Context, c queue.Consumer, opts queue.ConsumeOptions) error {
+	if q.info.Type == "stream" {
+		// Its consumer arguments (x-stream-offset) and offsets do not
+		// cross yet.
+		return fmt.Errorf("%w: stream '%s' in vhost '%s' is on node '%s'; consume from it on that node", queue.ErrNotImplemented, q.info.Name, q.info.Vhost, q.node)
+	}
 	cl := q.c
 	s := &sub{q: q, c: c, id: cl.nextID.Add(1)}
 	cl.mu.Lock()

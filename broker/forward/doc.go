@@ -34,7 +34,9 @@
 // settlement gives the credit back. The consumer's node down, or a
 // delivery it refuses to take, cancels the consumer on the owner and
 // requeues its unacked messages; the owner down cancels its consumers on
-// the other nodes (basic.cancel for clients that asked for it).
+// the other nodes (basic.cancel for clients that asked for it). A stream
+// is consumed on its own node only (its offsets do not cross yet):
+// Consume of a stream's proxy is queue.ErrNotImplemented naming the node.
 //
 // Wire: messages cross in message.Message's own encoding; the framing is
 // in wire.go, every decoder bounds-checked and fuzzed. Errors cross as gRPC

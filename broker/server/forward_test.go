@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -421,4 +422,21 @@ func TestMessagesGotThroughANodeThatStopsGoBackToTheQueue(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func TestStreamConsumeThroughAnotherNodeNamesItsNode(t *testing.T) {
+	c := brokertest.StartCluster(t, 2)
+	if _, err := c.Nodes[1].Channel(t).QueueDeclare("events", true, false, false, false, amqp091.Table{"x-queue-type": "stream"}); err != nil {
+		t.Fatal(err)
+	}
+	declareOn(t, c.Nodes[0], "events")
+	ch := c.Nodes[0].Channel(t)
+	if err := ch.Qos(10, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ch.Consume("events", "", false, false, false, false, nil)
+	var aerr *amqp091.Error
+	if !errors.As(err, &aerr) || aerr.Code != amqp091.NotImplemented || !strings.Contains(aerr.Reason, "warren@n2") {
+		t.Fatalf("consume a stream through another node: %v, want 540 naming warren@n2", err)
+	}
 }

@@ -43,19 +43,22 @@ type Config struct {
 // Timing tunes a group; a zero field takes the default in brackets.
 type Timing struct {
 	// HeartbeatTimeout: a follower without contact from the leader for this
-	// long (randomized up to twice) starts an election [1s]. The leader
-	// heartbeats at a tenth of it.
+	// long (randomized up to twice) starts an election [2s]. The leader
+	// heartbeats at a tenth of it. A leader whose node is known dead (the
+	// transport's Watch) is replaced faster: see failover.go.
 	HeartbeatTimeout time.Duration
 	// ElectionTimeout: a candidate without a result for this long
-	// (randomized up to twice) starts again [1s].
+	// (randomized up to twice) starts again [2s].
 	ElectionTimeout time.Duration
 	// LeaderLeaseTimeout: a leader out of contact with a quorum for this
-	// long steps down [500ms]; at most HeartbeatTimeout.
+	// long steps down [1s]; at most HeartbeatTimeout.
 	LeaderLeaseTimeout time.Duration
 	// CommitTimeout: when no new commands flow, the leader tells followers
-	// the commit index at least this often (randomized up to twice), so
-	// a follower applies a command that long after its commit at worst
-	// [10ms]. Each group sends one small RPC per follower per period.
+	// the commit index at least this often (randomized up to twice) [500ms].
+	// Each group sends one small RPC per follower per period, so it is long:
+	// an idle cluster costs little. A follower still applies a command soon
+	// after its commit: Apply nudges the followers (a barrier) when nothing
+	// newer follows the command.
 	CommitTimeout time.Duration
 	// MaxAppendEntries: the most commands one log write and one
 	// AppendEntries RPC carry; Apply calls queue in a channel of this size,
@@ -78,13 +81,13 @@ func (t Timing) withDefaults() Timing {
 			*d = v
 		}
 	}
-	set(&t.HeartbeatTimeout, time.Second)
-	set(&t.ElectionTimeout, time.Second)
-	set(&t.LeaderLeaseTimeout, 500*time.Millisecond)
+	set(&t.HeartbeatTimeout, 2*time.Second)
+	set(&t.ElectionTimeout, 2*time.Second)
+	set(&t.LeaderLeaseTimeout, time.Second)
 	if t.LeaderLeaseTimeout > t.HeartbeatTimeout {
 		t.LeaderLeaseTimeout = t.HeartbeatTimeout
 	}
-	set(&t.CommitTimeout, 10*time.Millisecond)
+	set(&t.CommitTimeout, 500*time.Millisecond)
 	set(&t.SnapshotInterval, 2*time.Minute)
 	if t.MaxAppendEntries <= 0 {
 		t.MaxAppendEntries = 256

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -41,6 +42,8 @@ type Group struct {
 	wg     sync.WaitGroup
 	fresh  bool
 	closed sync.Once
+
+	nudging atomic.Bool // a nudge's barrier is under way
 
 	leaderMu      sync.Mutex
 	leaderChanged chan struct{} // closed and replaced at each leader change
@@ -254,7 +257,28 @@ func (g *Group) Apply(ctx context.Context, cmd []byte) (any, uint64, error) {
 	}); err != nil {
 		return nil, 0, err
 	}
+	g.nudge(f.Index())
 	return f.Response(), f.Index(), nil
+}
+
+// nudge makes the followers learn that index is committed now rather
+// than at the leader's next idle round (CommitTimeout, long so that an
+// idle cluster costs little): when nothing newer was appended, it appends
+// a barrier, whose replication carries the commit index. A follower that
+// forwarded the write and waits to apply it answers its client sooner.
+// One nudge at a time; none in a group of one.
+func (g *Group) nudge(index uint64) {
+	if g.raft.LastIndex() != index || !g.nudging.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer g.nudging.Store(false)
+		cf := g.raft.GetConfiguration()
+		if cf.Error() != nil || len(cf.Configuration().Servers) < 2 {
+			return
+		}
+		_ = g.raft.Barrier(g.timing.CommitTimeout).Error()
+	}()
 }
 
 // Barrier returns once every entry committed before it has been applied to

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -63,7 +64,54 @@ func (b *Broker) ForgetNode(ctx context.Context, name string) error {
 }
 
 // Leave implements mgmt.Cluster.
-func (b *Broker) Leave(ctx context.Context) error { return b.cluster.members.Leave(ctx) }
+func (b *Broker) Leave(ctx context.Context) error {
+	if err := b.othersHoldAMajority(ctx); err != nil {
+		return err
+	}
+	return b.cluster.members.Leave(ctx)
+}
+
+// othersHoldAMajority refuses to take this node out of the metadata group
+// when the voters that would remain do not reach a majority of themselves:
+// the shrunk configuration could then commit nothing until a stopped
+// member came back, though the cluster works now.
+func (b *Broker) othersHoldAMajority(ctx context.Context) error {
+	st, err := b.ClusterStatus(ctx)
+	if err != nil {
+		return err
+	}
+	remain, running := 0, 0
+	var down []string
+	for _, n := range st.Nodes {
+		if !n.Voter || n.Name == b.cluster.self.Name {
+			continue
+		}
+		remain++
+		if n.Running {
+			running++
+		} else {
+			down = append(down, n.Name)
+		}
+	}
+	if remain > 0 && running < remain/2+1 {
+		return status.Errorf(codes.FailedPrecondition, "the other members would not hold a majority without this node (%d of %d running; down: %v): bring them back first", running, remain, down)
+	}
+	return nil
+}
+
+// queuesHeldHere lists the queues and streams whose records place them on
+// this node (their contents live only here).
+func (b *Broker) queuesHeldHere() []string {
+	var out []string
+	for _, v := range b.meta.Vhosts() {
+		for _, q := range b.meta.Queues(v.Name) {
+			if q.Node == b.cluster.self.Name {
+				out = append(out, fmt.Sprintf("'%s' in vhost '%s'", q.Name, v.Name))
+			}
+		}
+	}
+	return out
+}
 
 // Draining implements mgmt.Cluster.
 func (b *Broker) Draining() bool { return b.cluster.draining.Load() }
@@ -142,10 +190,22 @@ func (b *Broker) voters(ctx context.Context) int {
 
 // Decommission implements mgmt.Cluster: drain, move this node's
 // memberships to other nodes (the metadata group has every node: nothing
-// to move yet), then leave. Stop the node afterwards.
+// to move yet), then leave. Stop the node afterwards. Refused while queues
+// or streams live on this node (classic queues and streams are not
+// replicated yet: their messages would go with the node), and when the
+// other members would not hold a majority.
 func (b *Broker) Decommission(ctx context.Context) error {
 	if b.voters(ctx) <= 1 {
 		return status.Error(codes.FailedPrecondition, "the only member of its cluster cannot be decommissioned")
+	}
+	if held := b.queuesHeldHere(); len(held) > 0 {
+		if len(held) > 10 {
+			held = append(held[:10], fmt.Sprintf("and %d more", len(held)-10))
+		}
+		return status.Errorf(codes.FailedPrecondition, "%d queues and streams live on this node and would lose their messages: %s; delete or move them first", len(held), strings.Join(held, ", "))
+	}
+	if err := b.othersHoldAMajority(ctx); err != nil {
+		return err
 	}
 	if err := b.drain(ctx); err != nil {
 		return err

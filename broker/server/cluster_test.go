@@ -224,3 +224,32 @@ func TestAMemberBackOnANewAddressRejoins(t *testing.T) {
 		return nil
 	})
 }
+
+// Decommission takes a node out only when nothing would be lost: no queue
+// lives on it, and the other members hold a majority without it.
+func TestDecommissionRefusesToLoseQueuesOrTheMajority(t *testing.T) {
+	c := brokertest.StartCluster(t, 3)
+	ch := c.Nodes[2].Channel(t)
+	if _, err := ch.QueueDeclare("on-n3", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if code := c.Nodes[2].API(t, http.MethodPost, "/api/cluster/decommission", nil, nil); code != http.StatusBadRequest {
+		t.Fatalf("decommission of a node holding a queue: %d, want 400", code)
+	}
+	if _, err := ch.QueueDelete("on-n3", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(0)
+	eventually.Succeeds(t, 10*time.Second, "n1 seen down", func() error {
+		if got := running(statusOf(t, c.Nodes[2])); len(got) != 2 {
+			return fmt.Errorf("running %v", got)
+		}
+		return nil
+	})
+	if code := c.Nodes[2].API(t, http.MethodPost, "/api/cluster/decommission", nil, nil); code != http.StatusBadRequest {
+		t.Fatalf("decommission while another member is down: %d, want 400", code)
+	}
+	if st := statusOf(t, c.Nodes[1]); len(st.Nodes) != 3 {
+		t.Fatalf("members after the refusals: %+v", st.Nodes)
+	}
+}

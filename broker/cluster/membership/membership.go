@@ -380,7 +380,9 @@ func (m *Membership) admit(ctx context.Context, n Node) error {
 		return toStatus(err)
 	}
 	member := slices.ContainsFunc(servers, func(s raftgroup.Server) bool { return s.Node == n.Name })
-	if old, ok := m.cfg.Directory.Node(n.Name); ok && member && old.ID != "" && old.ID != n.ID {
+	// A member with no directory entry, or another incarnation, is refused
+	// too: re-adding it would make a voter that forgot its votes.
+	if old, ok := m.cfg.Directory.Node(n.Name); member && (!ok || old.ID != n.ID) {
 		return status.Errorf(codes.AlreadyExists, "membership: node %s is a member with other data (its disk was replaced?); forget it first: warren ctl forget-node %s", n.Name, n.Name)
 	}
 	if err := m.cfg.Directory.PutNode(ctx, n); err != nil {

@@ -17,6 +17,7 @@ const gapWait = 2 * time.Second
 type orderer struct {
 	mu    sync.Mutex
 	turns map[string]*turn // by sending node
+	gap   time.Duration    // gapWait; tests shorten it
 }
 
 type turn struct {
@@ -47,7 +48,7 @@ func (o *orderer) wait(ctx context.Context, from string, epoch, seq uint64, log 
 		ch := t.changed
 		o.mu.Unlock()
 		if timer == nil {
-			timer = time.NewTimer(gapWait)
+			timer = time.NewTimer(o.gap)
 		}
 		select {
 		case <-ch:

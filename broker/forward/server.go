@@ -31,13 +31,18 @@ type Local interface {
 // toStatus maps Local's errors to gRPC status errors (the vhost's
 // ToStatus); nil sends them as codes.Unknown.
 func Serve(nw transport.Network, l Local, toStatus func(error) error, log *slog.Logger) {
+	serve(nw, l, toStatus, log, gapWait)
+}
+
+// serve is Serve with the wait for a missing earlier publish call.
+func serve(nw transport.Network, l Local, toStatus func(error) error, log *slog.Logger, gap time.Duration) {
 	if log == nil {
 		log = slog.Default()
 	}
 	if toStatus == nil {
 		toStatus = func(err error) error { return err }
 	}
-	h := &handlers{l: l, nw: nw, callTimeout: 30 * time.Second, toStatus: toStatus, log: log.With("subsystem", "forward"), order: orderer{turns: map[string]*turn{}}, cons: consumers{m: map[consumerKey]*remoteConsumer{}, gets: map[getKey]map[uint64]struct{}{}}}
+	h := &handlers{l: l, nw: nw, callTimeout: 30 * time.Second, toStatus: toStatus, log: log.With("subsystem", "forward"), order: orderer{turns: map[string]*turn{}, gap: gap}, cons: consumers{m: map[consumerKey]*remoteConsumer{}, gets: map[getKey]map[uint64]struct{}{}}}
 	nw.Handle(methodPublish, h.publish)
 	nw.Handle(methodStats, h.stats)
 	nw.Handle(methodGet, h.get)

@@ -89,10 +89,30 @@ func (rc *remoteConsumer) send(batch []queue.Delivery) {
 		_, err := rc.h.nw.Call(ctx, rc.key.from, methodDeliver, req)
 		cancel()
 		if err != nil {
-			rc.h.log.Warn("forward: delivering to a consumer on another node failed; cancelling it and requeueing its messages", "node", rc.key.from, "err", err)
 			rc.mu.Lock()
 			rc.sending = false
 			rc.mu.Unlock()
+			if status.Code(err) == codes.NotFound {
+				// The consumer was cancelled on its node while this batch
+				// was on its way: only this batch goes back. What the
+				// client got before stays its own until it settles it
+				// (AMQP keeps a cancelled consumer's unacked messages).
+				rc.mu.Lock()
+				seqs := make([]uint64, 0, len(batch))
+				for _, d := range batch {
+					if _, ok := rc.unsettled[d.Seq]; ok {
+						delete(rc.unsettled, d.Seq)
+						seqs = append(seqs, d.Seq)
+					}
+				}
+				rc.mu.Unlock()
+				rc.h.dropConsumer(rc, false)
+				if len(seqs) > 0 {
+					rc.q.Requeue(seqs)
+				}
+				return
+			}
+			rc.h.log.Warn("forward: delivering to a consumer on another node failed; cancelling it and requeueing its messages", "node", rc.key.from, "err", err)
 			rc.h.dropConsumer(rc, true)
 			return
 		}
@@ -136,10 +156,23 @@ func (rc *remoteConsumer) settled(seqs []uint64) {
 			n++
 		}
 	}
+	gone, done := rc.gone, rc.gone && len(rc.unsettled) == 0
 	rc.mu.Unlock()
-	if n > 0 {
+	if done {
+		rc.h.forget(rc)
+	}
+	if n > 0 && !gone {
 		rc.q.Wake(rc)
 	}
+}
+
+// forget removes a consumer from the table.
+func (h *handlers) forget(rc *remoteConsumer) {
+	h.cons.mu.Lock()
+	if h.cons.m[rc.key] == rc {
+		delete(h.cons.m, rc.key)
+	}
+	h.cons.mu.Unlock()
 }
 
 // consumers is the owner's table of other nodes' consumers, and of the
@@ -236,12 +269,11 @@ func (h *handlers) cancel(_ context.Context, from string, req []byte) ([]byte, e
 
 // dropConsumer detaches a consumer of another node from its queue;
 // requeue returns its unsettled messages (its node is gone).
+//
+// Without requeue, a consumer whose node still holds deliveries it has not
+// settled stays in the table (detached from its queue) until they are
+// settled, so that its node going down still returns them.
 func (h *handlers) dropConsumer(rc *remoteConsumer, requeue bool) {
-	h.cons.mu.Lock()
-	if h.cons.m[rc.key] == rc {
-		delete(h.cons.m, rc.key)
-	}
-	h.cons.mu.Unlock()
 	rc.mu.Lock()
 	already := rc.gone
 	rc.gone = true
@@ -259,7 +291,11 @@ func (h *handlers) dropConsumer(rc *remoteConsumer, requeue bool) {
 		}
 	}
 	rc.buf = nil
+	holding := len(rc.unsettled) > 0
 	rc.mu.Unlock()
+	if !holding {
+		h.forget(rc)
+	}
 	if !already {
 		rc.q.Cancel(rc)
 	}

@@ -440,3 +440,77 @@ func TestStreamConsumeThroughAnotherNodeNamesItsNode(t *testing.T) {
 		t.Fatalf("consume a stream through another node: %v, want 540 naming warren@n2", err)
 	}
 }
+
+// A consumer on another node that cancels while deliveries are on their
+// way keeps what it received (AMQP: unacked messages stay the channel's)
+// and acks it afterwards: nothing it holds is handed to anyone else, and
+// every message is consumed exactly once.
+func TestCancelThroughAnotherNodeKeepsWhatTheClientHolds(t *testing.T) {
+	c := brokertest.StartCluster(t, 2)
+	if _, err := c.Nodes[0].Channel(t).QueueDeclare("jobs", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	declareOn(t, c.Nodes[1], "jobs")
+	pub := c.Nodes[0].Channel(t)
+	_ = pub.Confirm(false)
+	const total = 500
+	if acked, _, _ := publishCounted(t, pub, "jobs", 0, total); acked != total {
+		t.Fatalf("acked %d of %d", acked, total)
+	}
+	seen := map[string]int{}
+	ch := c.Nodes[1].Channel(t)
+	if err := ch.Qos(200, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	deliveries, err := ch.Consume("jobs", "remote", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []amqp091.Delivery
+	for len(held) < 50 {
+		select {
+		case d := <-deliveries:
+			held = append(held, d)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d deliveries within 10 s", len(held))
+		}
+	}
+	if err := ch.Cancel("remote", false); err != nil {
+		t.Fatal(err)
+	}
+	for d := range deliveries { // what was already on its way, until the cancel-ok
+		held = append(held, d)
+	}
+	// Meanwhile another consumer on the owner takes the rest; none of the
+	// held messages may reach it.
+	own := c.Nodes[0].Channel(t)
+	rest, err := own.Consume("jobs", "owner", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range held {
+		seen[string(d.Body)]++
+		if err := d.Ack(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for len(seen) < total {
+		select {
+		case d := <-rest:
+			seen[string(d.Body)]++
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d messages consumed (held %d)", len(seen), total, len(held))
+		}
+	}
+	for body, n := range seen {
+		if n != 1 {
+			t.Fatalf("message %s consumed %d times (held %d by the cancelled consumer)", body, n, len(held))
+		}
+	}
+	eventually.Succeeds(t, 10*time.Second, "the queue empty", func() error {
+		if q := declareOn(t, c.Nodes[0], "jobs"); q.Messages != 0 {
+			return fmt.Errorf("%d messages left", q.Messages)
+		}
+		return nil
+	})
+}

@@ -15,7 +15,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,11 +27,11 @@ import (
 )
 
 // sampleBroker is config/samples' Broker, as a user applies it, with the
-// image under test (fully qualified, pulled only if not present) and one
-// addition for this stage of Warren: each pod is a standalone node (no
-// clustering yet), so a publisher and a consumer meet only on the same node;
-// client IP session affinity on the client Service sends every connection
-// of one client pod to the same node.
+// image under test (fully qualified, pulled only if not present). The
+// client Service balances every connection on its own (no session
+// affinity): the pods form one cluster, so a publisher and a consumer that
+// land on different nodes still meet (the node that does not hold the
+// queue forwards to the one that does).
 func sampleBroker(t *testing.T) *warrenv1.Broker {
 	t.Helper()
 	raw, err := os.ReadFile("../config/samples/warrenmq_v1alpha1_broker.yaml")
@@ -46,7 +45,6 @@ func sampleBroker(t *testing.T) *warrenv1.Broker {
 	b.Namespace = testNamespace
 	b.Spec.Image = envOr("E2E_BROKER_IMAGE", image("warren"))
 	b.Spec.ImagePullPolicy = corev1.PullIfNotPresent
-	b.Spec.Override.ClientService = &apiextensionsv1.JSON{Raw: []byte(`{"spec":{"sessionAffinity":"ClientIP"}}`)}
 	return b
 }
 

@@ -146,14 +146,15 @@ func (rc *remoteConsumer) Cancelled() {
 	}()
 }
 
-// settled gives back credit for settled deliveries.
-func (rc *remoteConsumer) settled(seqs []uint64) {
+// settled gives back credit for settled deliveries and returns those of
+// seqs this consumer held.
+func (rc *remoteConsumer) settled(seqs []uint64) []uint64 {
 	rc.mu.Lock()
-	n := 0
+	var held []uint64
 	for _, s := range seqs {
 		if _, ok := rc.unsettled[s]; ok {
 			delete(rc.unsettled, s)
-			n++
+			held = append(held, s)
 		}
 	}
 	gone, done := rc.gone, rc.gone && len(rc.unsettled) == 0
@@ -161,9 +162,10 @@ func (rc *remoteConsumer) settled(seqs []uint64) {
 	if done {
 		rc.h.forget(rc)
 	}
-	if n > 0 && !gone {
+	if len(held) > 0 && !gone {
 		rc.q.Wake(rc)
 	}
+	return held
 }
 
 // forget removes a consumer from the table.
@@ -199,20 +201,27 @@ func (c *consumers) got(from string, q queue.Queue, seq uint64) {
 	c.gets[k][seq] = struct{}{}
 }
 
-func (c *consumers) settledGets(from string, q queue.Queue, seqs []uint64) {
+// settledGets forgets the messages node from took with basic.get among
+// seqs and returns those it held.
+func (c *consumers) settledGets(from string, q queue.Queue, seqs []uint64) []uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := getKey{from, q}
 	m := c.gets[k]
 	if m == nil {
-		return
+		return nil
 	}
+	var held []uint64
 	for _, s := range seqs {
-		delete(m, s)
+		if _, ok := m[s]; ok {
+			delete(m, s)
+			held = append(held, s)
+		}
 	}
 	if len(m) == 0 {
 		delete(c.gets, k)
 	}
+	return held
 }
 
 func (h *handlers) consume(ctx context.Context, from string, req []byte) ([]byte, error) {
@@ -335,8 +344,9 @@ func (h *handlers) nodeDown(node string) {
 }
 
 // settledBy gives credit back to the consumers of other nodes whose
-// deliveries a settlement from node from names.
-func (h *handlers) settledBy(from string, q queue.Queue, seqs []uint64) {
+// deliveries a settlement from node from names, and returns the seqs they
+// held.
+func (h *handlers) settledBy(from string, q queue.Queue, seqs []uint64) []uint64 {
 	h.cons.mu.Lock()
 	var rcs []*remoteConsumer
 	for k, rc := range h.cons.m {
@@ -345,7 +355,9 @@ func (h *handlers) settledBy(from string, q queue.Queue, seqs []uint64) {
 		}
 	}
 	h.cons.mu.Unlock()
+	var held []uint64
 	for _, rc := range rcs {
-		rc.settled(seqs)
+		held = append(held, rc.settled(seqs)...)
 	}
+	return held
 }

@@ -22,6 +22,7 @@ type memQueue struct {
 	mu          sync.Mutex
 	bodies      []string
 	refuse      bool
+	settled     []uint64 // seqs acked, requeued or rejected
 }
 
 func (q *memQueue) Info() queue.Info               { return q.info }
@@ -62,9 +63,14 @@ func (q *memQueue) Consume(context.Context, queue.Consumer, queue.ConsumeOptions
 }
 func (q *memQueue) Cancel(queue.Consumer) {}
 func (q *memQueue) Wake(queue.Consumer)   {}
-func (q *memQueue) Ack([]uint64)          {}
-func (q *memQueue) Requeue([]uint64)      {}
-func (q *memQueue) Reject([]uint64)       {}
+func (q *memQueue) Ack(s []uint64)        { q.settle(s) }
+func (q *memQueue) Requeue(s []uint64)    { q.settle(s) }
+func (q *memQueue) Reject(s []uint64)     { q.settle(s) }
+func (q *memQueue) settle(s []uint64) {
+	q.mu.Lock()
+	q.settled = append(q.settled, s...)
+	q.mu.Unlock()
+}
 
 func (l *memLocal) LocalQueue(vhost, name string) (queue.Queue, error) {
 	if q, ok := l.qs[vhost+"/"+name]; ok {
@@ -197,4 +203,24 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// A node's settlement of messages it does not hold (they were requeued
+// when its consumer was dropped, or the queue was declared anew) settles
+// nothing: the seq may belong to another consumer's delivery now.
+func TestStaleSettlementsSettleNothing(t *testing.T) {
+	hub := transport.NewInmemHub()
+	owner := &memQueue{info: queue.Info{Vhost: "/", Name: "q"}}
+	Serve(hub.Network("b"), &memLocal{qs: map[string]*memQueue{"//q": owner}}, nil, nil)
+	a := hub.Network("a")
+	for _, op := range []byte{settleAck, settleRequeue, settleReject} {
+		if _, err := a.Call(context.Background(), "b", methodSettle, appendSeqs(appendQueueRef(nil, "/", "q"), op, []uint64{7, 8})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owner.mu.Lock()
+	defer owner.mu.Unlock()
+	if len(owner.settled) != 0 {
+		t.Fatalf("stale settlements settled %v", owner.settled)
+	}
 }

@@ -206,18 +206,28 @@ func (h *handlers) settle(_ context.Context, from string, req []byte) ([]byte, e
 	if d.err != nil {
 		return nil, badRequest(d.err)
 	}
-	switch op {
-	case settleAck:
-		q.Ack(seqs)
-	case settleRequeue:
-		q.Requeue(seqs)
-	case settleReject:
-		q.Reject(seqs)
-	default:
+	if op != settleAck && op != settleRequeue && op != settleReject {
 		return nil, badRequest(fmt.Errorf("%w: settle op %d", errMalformed, op))
 	}
-	h.settledBy(from, q, seqs)
-	h.cons.settledGets(from, q, seqs)
+	// Only what this node holds is settled: a stale settlement (its
+	// messages were requeued when its consumer was dropped, the queue was
+	// deleted and declared again, the node restarted) must not settle a
+	// message another consumer holds now under the same seq.
+	held := append(h.settledBy(from, q, seqs), h.cons.settledGets(from, q, seqs)...)
+	if len(held) < len(seqs) {
+		h.log.Debug("forward: ignoring settlements of messages the node does not hold", "from", from, "stale", len(seqs)-len(held))
+	}
+	if len(held) == 0 {
+		return nil, nil
+	}
+	switch op {
+	case settleAck:
+		q.Ack(held)
+	case settleRequeue:
+		q.Requeue(held)
+	case settleReject:
+		q.Reject(held)
+	}
 	return nil, nil
 }
 

@@ -79,7 +79,13 @@ func IsLoopback(a net.Addr) bool {
 // sets it from the socket) into a net.Addr for Login; nil when it does not
 // parse, which Login treats as not loopback.
 func PeerAddr(remoteAddr string) net.Addr {
-	ap, err := netip.ParseAddrPort(remoteAddr)
+	// SplitHostPort first: netip alone accepts forms net/http never
+	// writes (a zone holding "]"), and one parser should decide.
+	host, port, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		return nil
+	}
+	ap, err := netip.ParseAddrPort(net.JoinHostPort(host, port))
 	if err != nil {
 		return nil
 	}

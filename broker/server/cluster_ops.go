@@ -218,6 +218,10 @@ func (b *Broker) CallNode(ctx context.Context, node, method string, req []byte) 
 	return b.cluster.net.Call(ctx, node, method, req)
 }
 
+// NodeRunning reports whether member node answers its pings (this node
+// always does).
+func (b *Broker) NodeRunning(node string) bool { return b.cluster.reachable(node) }
+
 // HandleNode implements mgmt.Cluster.
 func (b *Broker) HandleNode(method string, h func(ctx context.Context, req []byte) ([]byte, error)) {
 	b.cluster.net.Handle(method, func(ctx context.Context, _ string, req []byte) ([]byte, error) { return h(ctx, req) })

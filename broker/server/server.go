@@ -178,6 +178,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		Product:           "Warren",
 		WarrenVersion:     Version,
 		Churn:             &b.churn,
+		Nodes:             b,
 	}, b, log.With("subsystem", "stream"))
 	b.blockedMem, b.blockedDisk = false, false // the new servers were told nothing yet
 	b.blockMu.Unlock()

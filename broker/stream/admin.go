@@ -15,15 +15,29 @@ import (
 
 // stream looks up a stream of the connection's vhost.
 func (c *conn) stream(name string) (*streamState, uint16) {
+	st, node, code := c.locate(name)
+	if node != "" {
+		// Held by another member: the client is to ask for metadata and
+		// connect there, as with a RabbitMQ node that has no member of it.
+		return nil, proto.CodeStreamNotAvailable
+	}
+	return st, code
+}
+
+// locate finds a stream: on this node (its state, node ""), on another
+// member (nil, that member's name, codeOK: see cluster.go), or not at all.
+func (c *conn) locate(name string) (*streamState, string, uint16) {
 	q, err := c.vh.Queue(name, 0)
 	if err != nil {
-		return nil, proto.CodeStreamDoesNotExist
+		return nil, "", proto.CodeStreamDoesNotExist
 	}
-	sq, ok := q.(*queue.Stream)
-	if !ok {
-		return nil, proto.CodeStreamDoesNotExist
+	if sq, ok := q.(*queue.Stream); ok {
+		return c.srv.reg.get(c.vh, name, sq), "", codeOK
 	}
-	return c.srv.reg.get(c.vh, name, sq), codeOK
+	if r, ok := q.(interface{ Node() string }); ok && q.Info().Type == "stream" {
+		return nil, r.Node(), codeOK
+	}
+	return nil, "", proto.CodeStreamDoesNotExist
 }
 
 // streamArgs maps create-stream arguments to queue arguments.
@@ -87,7 +101,7 @@ func (c *conn) deleteStream(name string) uint16 {
 	if !c.perm.Check(meta.Configure, name) {
 		return proto.CodeAccessRefused
 	}
-	if _, code := c.stream(name); code != codeOK {
+	if _, _, code := c.locate(name); code != codeOK {
 		return code
 	}
 	return c.removeStream(c.ctx, name)
@@ -102,19 +116,6 @@ func (c *conn) removeStream(ctx context.Context, name string) uint16 {
 		return proto.CodeInternalError
 	}
 	return codeOK
-}
-
-func (c *conn) metadata(m *proto.Metadata) {
-	host, port := c.srv.advertised(c.overTLS)
-	resp := &proto.MetadataResponse{CorrelationID: m.CorrelationID, Brokers: []proto.Broker{{Reference: 0, Host: host, Port: uint32(port)}}}
-	for _, name := range m.Streams {
-		sm := proto.StreamMetadata{Stream: name, Code: codeOK}
-		if _, code := c.stream(name); code != codeOK {
-			sm.Code, sm.Leader = code, 0xFFFF
-		}
-		resp.Streams = append(resp.Streams, sm)
-	}
-	c.out.send(resp)
 }
 
 func (c *conn) streamStats(m *proto.StreamStats) {

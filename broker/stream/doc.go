@@ -70,9 +70,14 @@
 // match-unfiltered): messages with a filter value put it in their chunk's
 // bloom filter, and a filtering subscription's reader skips chunks that
 // cannot hold a wanted value; the client filters the messages of the
-// chunks it gets, as with RabbitMQ. Everything runs on one node: metadata lists this
-// node (advertised host and port from config, else the listener's) as
-// leader of every stream, without replicas.
+// chunks it gets, as with RabbitMQ.
+//
+// A stream lives on one member of the cluster, without replicas yet:
+// metadata names that member as its leader by the host and port it
+// advertises (stream.advertised_*, else its listener's; asked over the
+// cluster link, cluster.go), and the other members answer a publisher's
+// or consumer's declaration for it with stream-not-available, so clients
+// connect where metadata points, as they do with RabbitMQ.
 //
 // Deleting a vhost closes the stream connections open on it (code
 // virtual host access failure); deleting a stream, by any protocol, sends

@@ -59,6 +59,10 @@ type Config struct {
 	OutputBufferBytes int
 	// Churn (made when nil) counts connections opened and closed.
 	Churn *counters.Churn
+	// Nodes reaches the other members of the node's cluster: metadata
+	// names the member holding a stream by the address it advertises
+	// (cluster.go). Nil: every stream is this node's.
+	Nodes Nodes
 }
 
 // ProtocolVersion is the RabbitMQ version whose stream protocol the server
@@ -97,6 +101,7 @@ type Server struct {
 	advTLSPort int
 
 	reg registry
+	eps endpoints
 
 	// Resource alarm: while blocked is set, publishing connections are not
 	// read; unblocked is closed when the alarm clears.
@@ -143,6 +148,9 @@ func NewServer(cfg Config, b Backend, log *slog.Logger) *Server {
 	close(unblocked)
 	s := &Server{cfg: cfg, backend: b, log: log, conns: map[*conn]struct{}{}, unblocked: unblocked}
 	s.reg.init(s)
+	if cfg.Nodes != nil {
+		cfg.Nodes.HandleNode(methodEndpoint, s.answerEndpoint)
+	}
 	return s
 }
 

@@ -54,6 +54,11 @@
 // calls); Ack only rewrites status bytes. Sync (group commit) fsyncs every
 // file written before the call, batching many queues' requests into one
 // round of fsyncs on the vhost's syncer goroutine; confirms wait for it.
+// Opening a new queue costs no fsync: its options file (the layout
+// version) is written and fsynced only before the queue's first segment
+// or journal file is made, so a declare (made durable by the metadata)
+// does not wait for the disk twice, and no file of the queue exists in a
+// layout a crash could lose.
 //
 // A full disk is an expected condition. Append is all or nothing: when a
 // write fails (ENOSPC) the message store cuts its file back and forgets

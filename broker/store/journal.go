@@ -38,6 +38,9 @@ type jentry struct {
 }
 
 func (q *QueueIndex) openJournal(rec *Recovery) error {
+	if err := q.settleOptions(); err != nil {
+		return err
+	}
 	f, err := os.OpenFile(filepath.Join(q.dir, journalName), os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
 		return fmt.Errorf("store: open journal: %w", err)

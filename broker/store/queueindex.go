@@ -95,6 +95,10 @@ type QueueIndex struct {
 	journalRecs  int
 	journalDirty bool
 	jpend        map[uint64]*jentry
+
+	// optsFile is a new queue's options file, written but not yet fsynced
+	// (see writeOptions); nil once durable.
+	optsFile *os.File
 }
 
 type segment struct {
@@ -135,21 +139,74 @@ func openQueueIndexRefs(vs *VhostStore, dir string, opts Options, countRefs bool
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, Recovery{}, fmt.Errorf("store: create queue dir: %w", err)
 	}
-	// A queue keeps the layout it was written with until Convert.
-	if data, err := os.ReadFile(filepath.Join(dir, optionsFile)); err == nil {
-		if v, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && (v == 1 || v == 2) {
-			opts.Version = v
-		}
-	} else if err := writeFileSync(filepath.Join(dir, optionsFile), []byte(strconv.Itoa(opts.Version))); err != nil {
-		return nil, Recovery{}, err
-	}
 	q := &QueueIndex{vs: vs, dir: dir, opts: opts, segs: map[uint64]*segment{}, countRefs: countRefs}
+	// A queue keeps the layout it was written with until Convert.
+	if v, ok := readOptions(dir); ok {
+		q.opts.Version = v
+	} else {
+		f, err := writeOptions(dir, opts.Version)
+		if err != nil {
+			return nil, Recovery{}, err
+		}
+		q.optsFile = f
+	}
 	rec, err := q.recover()
 	if err != nil {
 		q.closeFiles()
 		return nil, Recovery{}, err
 	}
 	return q, rec, nil
+}
+
+// readOptions reads the layout version a queue's files are in; false when
+// the file is missing or unreadable (never made durable: no segment was
+// written, see settleOptions).
+func readOptions(dir string) (int, bool) {
+	data, err := os.ReadFile(filepath.Join(dir, optionsFile))
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || (v != 1 && v != 2) {
+		return 0, false
+	}
+	return v, true
+}
+
+// writeOptions records a new queue's layout version without an fsync: a
+// declare is durable in the metadata, which reopens the queue with the
+// same options after a crash; the file needs to be durable only once the
+// queue has files in that layout, and settleOptions makes it so before the
+// first one is written. The file stays open until then.
+func writeOptions(dir string, version int) (*os.File, error) {
+	path := filepath.Join(dir, optionsFile)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("store: write %s: %w", path, err)
+	}
+	if _, err := f.Write([]byte(strconv.Itoa(version))); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("store: write %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// settleOptions makes a new queue's options file durable (and its entry
+// in the queue's directory) before the queue writes its first file in
+// that layout: a crash never leaves segments whose layout is unknown. A
+// compare once it is done.
+func (q *QueueIndex) settleOptions() error {
+	if q.optsFile == nil {
+		return nil
+	}
+	f := q.optsFile
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("store: fsync %s: %w", f.Name(), err)
+	}
+	f.Close()
+	q.optsFile = nil
+	syncDir(q.dir)
+	return nil
 }
 
 func writeFileSync(path string, data []byte) error {
@@ -205,6 +262,9 @@ func (q *QueueIndex) files(s *segment) error {
 	s.used = q.useTick
 	if s.idx != nil {
 		return nil
+	}
+	if err := q.settleOptions(); err != nil {
+		return err
 	}
 	idx, err := os.OpenFile(q.segPath(s.num, "qi"), os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
@@ -543,6 +603,9 @@ func (q *QueueIndex) Close(clean bool) error {
 	if err := q.Flush(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := q.settleOptions(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, s := range q.segs {
 		if s.idx == nil {
 			continue // closed only once clean and synced
@@ -564,6 +627,10 @@ func (q *QueueIndex) Close(clean bool) error {
 }
 
 func (q *QueueIndex) closeFiles() {
+	if q.optsFile != nil {
+		q.optsFile.Close()
+		q.optsFile = nil
+	}
 	if q.journal != nil {
 		q.journal.Close()
 		q.journal = nil

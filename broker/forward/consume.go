@@ -6,17 +6,22 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/warrenmq/warren/broker/message"
 	"github.com/warrenmq/warren/broker/queue"
 )
 
 // Consuming through a node that does not hold the queue: the proxy's
 // Consume registers a consumer on the owner (a remoteConsumer, below)
-// that sends its deliveries back in batches ("forward.deliver", one call
-// in flight per consumer, so they arrive in order) to this node's sub,
-// which hands them to the real consumer. The owner gives a consumer at
-// most its prefetch (or defaultWindow) deliveries unsettled; a settlement
-// through the proxy gives the credit back. A consumer's node that goes
+// that sends its deliveries back in batches ("forward.deliver", up to
+// maxDeliverCalls calls in flight per consumer, numbered: this node's sub
+// hands their batches to the real consumer in that order). The owner
+// gives a consumer that acks at most its prefetch (or defaultWindow)
+// deliveries unsettled, and a settlement through the proxy gives the
+// credit back; one with automatic acks at most defaultWindow that this
+// node has not handed to its client yet, and the sub gives that credit
+// back as the client takes them (in each deliver call's answer, and with
+// a "forward.credit" call when the client takes them later, once its
+// socket drains). A client that does not read leaves the messages in the
+// owner's queue, not in this node's memory. A consumer's node that goes
 // down, or a deliver call that fails, cancels it on the owner and
 // requeues its unacked messages; an owner that goes down cancels its
 // consumers here (basic.cancel to clients that asked for it).
@@ -26,10 +31,12 @@ const (
 	methodCancel    = "forward.cancel"
 	methodDeliver   = "forward.deliver"
 	methodCancelled = "forward.cancelled"
+	methodCredit    = "forward.credit"
 )
 
 // defaultWindow bounds the unsettled deliveries of a consumer without a
-// prefetch limit (and, for automatic acks, those not yet received).
+// prefetch limit (and, for automatic acks, those its node has not handed
+// to the client).
 const defaultWindow = 1000
 
 // sub is a consumer on this node of a queue another node holds.
@@ -41,18 +48,131 @@ type sub struct {
 	mu      sync.Mutex
 	pending []queue.Delivery // received, refused by c so far
 	gone    bool
+	// next is the number of the deliver call whose batch is handed over
+	// next; early holds the batches of later calls that came first.
+	next  uint64
+	early map[uint64][]queue.Delivery
+	// handed counts the deliveries c took (automatic acks): the owner's
+	// credit. crediting is set while a credit call is under way.
+	handed    uint64
+	crediting bool
 }
 
-// push hands pending deliveries to the consumer while it takes them. s.mu held.
-func (s *sub) push() {
-	n := 0
-	for n < len(s.pending) && !s.gone && s.c.Deliver(s.pending[n]) {
-		n++
+// push hands pending deliveries to the consumer while it takes them and
+// returns how many it took. s.mu held.
+func (s *sub) push() int {
+	if s.gone || len(s.pending) == 0 {
+		return 0
 	}
-	s.pending = s.pending[n:]
+	n := 0
+	if bc, ok := s.c.(queue.BatchConsumer); ok {
+		// The consumer's locks once per run, not once per delivery.
+		bc.DeliverEach(func() *queue.Delivery {
+			if n == len(s.pending) {
+				return nil
+			}
+			n++
+			return &s.pending[n-1]
+		})
+	} else {
+		for n < len(s.pending) && s.c.Deliver(s.pending[n]) {
+			n++
+		}
+	}
+	clear(s.pending[:n]) // the messages go with the client's output
+	if n == len(s.pending) {
+		s.pending = s.pending[:0]
+	} else {
+		s.pending = s.pending[n:]
+	}
 	if n > 0 {
 		s.c.Flush()
+		if s.c.NoAck() {
+			s.handed += uint64(n)
+		}
 	}
+	return n
+}
+
+// receive takes batch number n of the owner's deliveries, in the order
+// of their numbers, and hands over what it can. s.mu held.
+func (s *sub) receive(n uint64, ds []queue.Delivery) error {
+	switch {
+	case n == s.next:
+		s.pending = append(s.pending, ds...)
+		s.next++
+		for len(s.early) > 0 {
+			more, ok := s.early[s.next]
+			if !ok {
+				break
+			}
+			delete(s.early, s.next)
+			s.pending = append(s.pending, more...)
+			s.next++
+		}
+	case n > s.next && n-s.next <= maxEarlyBatches:
+		if _, dup := s.early[n]; dup {
+			return fmt.Errorf("%w: batch %d twice", errMalformed, n)
+		}
+		if s.early == nil {
+			s.early = map[uint64][]queue.Delivery{}
+		}
+		s.early[n] = ds
+	default:
+		return fmt.Errorf("%w: batch %d, expecting %d", errMalformed, n, s.next)
+	}
+	s.push()
+	return nil
+}
+
+// held is the owner's seqs of the deliveries the sub holds, its client
+// has not taken. s.mu held.
+func (s *sub) held() []uint64 {
+	var seqs []uint64
+	for _, d := range s.pending {
+		seqs = append(seqs, d.Seq)
+	}
+	for _, ds := range s.early {
+		for _, d := range ds {
+			seqs = append(seqs, d.Seq)
+		}
+	}
+	return seqs
+}
+
+// giveCredit tells the owner, in the background, how many deliveries the
+// client has taken, one call at a time: what the client takes while a
+// call is under way goes with the next. s.mu held.
+func (s *sub) giveCredit() {
+	if s.crediting || s.gone {
+		return
+	}
+	s.crediting = true
+	go func() {
+		sent := uint64(0)
+		for {
+			s.mu.Lock()
+			handed := s.handed
+			if handed == sent || s.gone {
+				s.crediting = false
+				s.mu.Unlock()
+				return
+			}
+			s.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), s.q.c.cfg.CallTimeout)
+			_, err := s.q.c.cfg.Network.Call(ctx, s.q.node, methodCredit, appendCredit(nil, s.id, handed))
+			cancel()
+			if err != nil {
+				// The owner down cancels the consumer (peerChanged).
+				s.q.c.log.Debug("forward: giving credit to a queue's node", "node", s.q.node, "queue", s.q.info.Name, "err", err)
+				s.mu.Lock()
+				s.crediting = false
+				s.mu.Unlock()
+				return
+			}
+			sent = handed
+		}
+	}()
 }
 
 // Consume implements queue.Queue: c gets the owner's deliveries through
@@ -101,11 +221,8 @@ func (q *Queue) Cancel(c queue.Consumer) {
 	cl.dropSub(s)
 	s.mu.Lock()
 	s.gone = true
-	var seqs []uint64
-	for _, d := range s.pending {
-		seqs = append(seqs, d.Seq)
-	}
-	s.pending = nil
+	seqs := s.held()
+	s.pending, s.early = nil, nil
 	s.mu.Unlock()
 	req := binary.BigEndian.AppendUint64(appendQueueRef(nil, q.info.Vhost, q.info.Name), s.id)
 	ctx, cancel := context.WithTimeout(context.Background(), q.c.cfg.CallTimeout)
@@ -137,7 +254,9 @@ func (q *Queue) Wake(c queue.Consumer) {
 	cl.mu.Unlock()
 	for _, s := range subs {
 		s.mu.Lock()
-		s.push()
+		if s.push() > 0 && s.c.NoAck() {
+			s.giveCredit()
+		}
 		s.mu.Unlock()
 	}
 }
@@ -159,20 +278,19 @@ func (cl *Client) cancelled(s *sub) {
 	s.mu.Lock()
 	wasGone := s.gone
 	s.gone = true
-	s.pending = nil
+	s.pending, s.early = nil, nil
 	s.mu.Unlock()
 	if !wasGone {
 		s.c.Cancelled()
 	}
 }
 
-// handleDeliver takes a batch of deliveries from an owner.
+// handleDeliver takes a batch of deliveries from an owner and answers
+// how many the client has taken so far (automatic acks).
 func (cl *Client) handleDeliver(_ context.Context, from string, req []byte) ([]byte, error) {
-	d := decoder{b: req}
-	id := d.u64()
-	n := d.u32()
-	if d.err != nil || uint64(n)*13 > uint64(len(d.b)) {
-		return nil, badRequest(fmt.Errorf("%w: deliveries", errMalformed))
+	id, err := peekConsumer(req)
+	if err != nil {
+		return nil, badRequest(err)
 	}
 	cl.mu.Lock()
 	s := cl.subs[id]
@@ -180,28 +298,19 @@ func (cl *Client) handleDeliver(_ context.Context, from string, req []byte) ([]b
 	if s == nil || s.q.node != from {
 		return nil, statusNotFound("no consumer %d", id)
 	}
-	ds := make([]queue.Delivery, 0, n)
-	for range n {
-		seq := d.u64()
-		redelivered := d.u8() == 1
-		raw := d.bytes(int(d.u32()))
-		if d.err != nil {
-			return nil, badRequest(d.err)
-		}
-		m, err := message.Decode(raw)
-		if err != nil {
-			return nil, badRequest(err)
-		}
-		ds = append(ds, queue.Delivery{Msg: m, Queue: s.q, Seq: seq, Redelivered: redelivered})
+	_, n, ds, err := decodeDeliveries(req, s.q)
+	if err != nil {
+		return nil, badRequest(err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.gone {
 		return nil, statusNotFound("consumer %d cancelled", id)
 	}
-	s.pending = append(s.pending, ds...)
-	s.push()
-	return nil, nil
+	if err := s.receive(n, ds); err != nil {
+		return nil, badRequest(err)
+	}
+	return binary.BigEndian.AppendUint64(nil, s.handed), nil
 }
 
 // handleCancelled is an owner's word that a consumer's queue cancelled it.

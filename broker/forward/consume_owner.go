@@ -22,8 +22,19 @@ type consumerKey struct {
 	id   uint64
 }
 
+// maxDeliverCalls is the deliver calls in flight per consumer: the owner
+// sends the next batch while earlier ones are on their way, and the
+// consumer's node hands the batches over in their order.
+const maxDeliverCalls = 4
+
 // remoteConsumer is, on the owner, a consumer of another node: a
 // queue.Consumer that sends its deliveries there.
+//
+// Its credit: a consumer that acks holds at most window deliveries
+// unsettled (sent or not); one with automatic acks at most window that
+// its node has not handed to the client yet (sent - handed), so a client
+// that does not read leaves the messages in the queue, not in its node's
+// memory.
 type remoteConsumer struct {
 	h      *handlers
 	key    consumerKey
@@ -34,8 +45,11 @@ type remoteConsumer struct {
 	mu        sync.Mutex
 	buf       []queue.Delivery
 	unsettled map[uint64]struct{} // delivered, not acked (ack mode)
-	inTransit int                 // sent, not yet received (automatic acks)
-	sending   bool
+	sent      uint64              // deliveries put in deliver calls (automatic acks)
+	handed    uint64              // of those, handed to the client, as its node last said
+	calls     int                 // deliver calls in flight
+	batch     uint64              // the number of the next deliver call
+	blocked   bool                // Deliver refused for want of credit: Wake the queue when it comes
 	gone      bool
 }
 
@@ -44,53 +58,82 @@ func (rc *remoteConsumer) NoAck() bool { return rc.noAck }
 func (rc *remoteConsumer) Deliver(d queue.Delivery) bool {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if rc.gone || len(rc.unsettled)+rc.inTransit+len(rc.buf) >= rc.window {
+	if rc.gone {
 		return false
 	}
-	rc.buf = append(rc.buf, d)
-	if !rc.noAck {
+	if rc.noAck {
+		if int(rc.sent-rc.handed)+len(rc.buf) >= rc.window {
+			rc.blocked = true
+			return false
+		}
+	} else {
+		if len(rc.unsettled) >= rc.window {
+			rc.blocked = true
+			return false
+		}
 		rc.unsettled[d.Seq] = struct{}{}
 	}
+	rc.buf = append(rc.buf, d)
 	return true
 }
 
 func (rc *remoteConsumer) Flush() {
 	rc.mu.Lock()
-	if rc.sending || len(rc.buf) == 0 || rc.gone {
+	if rc.calls >= maxDeliverCalls || len(rc.buf) == 0 || rc.gone {
 		rc.mu.Unlock()
 		return
 	}
-	rc.sending = true
-	batch := rc.buf
-	rc.buf = nil
-	if rc.noAck {
-		rc.inTransit += len(batch)
-	}
+	batch, n := rc.take()
+	rc.calls++
 	rc.mu.Unlock()
-	go rc.send(batch)
+	go rc.send(batch, n)
 }
 
-// send delivers batches to the consumer's node until none is left.
-func (rc *remoteConsumer) send(batch []queue.Delivery) {
-	for {
-		req := binary.BigEndian.AppendUint64(nil, rc.key.id)
-		req = binary.BigEndian.AppendUint32(req, uint32(len(batch)))
-		for _, d := range batch {
-			req = binary.BigEndian.AppendUint64(req, d.Seq)
-			var r byte
-			if d.Redelivered {
-				r = 1
-			}
-			req = append(req, r)
-			req = binary.BigEndian.AppendUint32(req, uint32(d.Msg.EncodedSize()))
-			req = d.Msg.Encode(req)
+// take returns the buffered deliveries as the next deliver call's batch.
+// rc.mu held.
+func (rc *remoteConsumer) take() ([]queue.Delivery, uint64) {
+	batch, n := rc.buf, rc.batch
+	rc.buf = nil
+	rc.batch++
+	if rc.noAck {
+		rc.sent += uint64(len(batch))
+	}
+	return batch, n
+}
+
+// credit records that the consumer's node has handed handed deliveries
+// to its client (automatic acks) and wakes the queue if it was waiting
+// for that.
+func (rc *remoteConsumer) credit(handed uint64) {
+	rc.mu.Lock()
+	if handed > rc.sent { // more than was sent: a confused peer
+		handed = rc.sent
+	}
+	wake := false
+	if handed > rc.handed {
+		rc.handed = handed
+		wake = rc.blocked && !rc.gone
+		if wake {
+			rc.blocked = false
 		}
+	}
+	rc.mu.Unlock()
+	if wake {
+		rc.q.Wake(rc)
+	}
+}
+
+// send delivers batches to the consumer's node until none is left: its
+// own, then whatever queued up meanwhile.
+func (rc *remoteConsumer) send(batch []queue.Delivery, n uint64) {
+	for {
+		req := appendDeliveries(make([]byte, 0, deliveriesSize(batch)), rc.key.id, n, batch)
 		ctx, cancel := context.WithTimeout(context.Background(), rc.h.callTimeout)
-		_, err := rc.h.nw.Call(ctx, rc.key.from, methodDeliver, req)
+		ans, err := rc.h.nw.Call(ctx, rc.key.from, methodDeliver, req)
 		cancel()
 		if err != nil {
 			rc.mu.Lock()
-			rc.sending = false
+			rc.calls--
 			rc.mu.Unlock()
 			if status.Code(err) == codes.NotFound {
 				// The consumer was cancelled on its node while this batch
@@ -114,36 +157,37 @@ func (rc *remoteConsumer) send(batch []queue.Delivery) {
 			}
 			rc.h.log.Warn("forward: delivering to a consumer on another node failed; cancelling it and requeueing its messages", "node", rc.key.from, "err", err)
 			rc.h.dropConsumer(rc, true)
+			rc.tellCancelled()
 			return
 		}
+		if rc.noAck {
+			rc.credit(decodeHanded(ans))
+		}
 		rc.mu.Lock()
-		if rc.noAck {
-			rc.inTransit -= len(batch)
-		}
 		if len(rc.buf) == 0 || rc.gone {
-			rc.sending = false
+			rc.calls--
 			rc.mu.Unlock()
-			break
+			return
 		}
-		batch = rc.buf
-		rc.buf = nil
-		if rc.noAck {
-			rc.inTransit += len(batch)
-		}
+		batch, n = rc.take()
 		rc.mu.Unlock()
 	}
-	rc.q.Wake(rc)
+}
+
+// tellCancelled tells the consumer's node its consumer is cancelled here.
+func (rc *remoteConsumer) tellCancelled() {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), rc.h.callTimeout)
+		defer cancel()
+		_, _ = rc.h.nw.Call(ctx, rc.key.from, methodCancelled, binary.BigEndian.AppendUint64(nil, rc.key.id))
+	}()
 }
 
 // Cancelled implements queue.Consumer: the queue went away; the
 // consumer's node is told.
 func (rc *remoteConsumer) Cancelled() {
 	rc.h.dropConsumer(rc, false)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), rc.h.callTimeout)
-		defer cancel()
-		_, _ = rc.h.nw.Call(ctx, rc.key.from, methodCancelled, binary.BigEndian.AppendUint64(nil, rc.key.id))
-	}()
+	rc.tellCancelled()
 }
 
 // settled gives back credit for settled deliveries and returns those of
@@ -157,12 +201,16 @@ func (rc *remoteConsumer) settled(seqs []uint64) []uint64 {
 			held = append(held, s)
 		}
 	}
-	gone, done := rc.gone, rc.gone && len(rc.unsettled) == 0
+	done := rc.gone && len(rc.unsettled) == 0
+	wake := len(held) > 0 && rc.blocked && !rc.gone
+	if wake {
+		rc.blocked = false
+	}
 	rc.mu.Unlock()
 	if done {
 		rc.h.forget(rc)
 	}
-	if len(held) > 0 && !gone {
+	if wake {
 		rc.q.Wake(rc)
 	}
 	return held
@@ -360,4 +408,20 @@ func (h *handlers) settledBy(from string, q queue.Queue, seqs []uint64) []uint64
 		held = append(held, rc.settled(seqs)...)
 	}
 	return held
+}
+
+// credit is a consumer's node's word that its client took deliveries
+// (automatic acks): the owner may send as many more.
+func (h *handlers) credit(_ context.Context, from string, req []byte) ([]byte, error) {
+	id, handed, err := decodeCredit(req)
+	if err != nil {
+		return nil, badRequest(err)
+	}
+	h.cons.mu.Lock()
+	rc := h.cons.m[consumerKey{from, id}]
+	h.cons.mu.Unlock()
+	if rc != nil && rc.noAck {
+		rc.credit(handed)
+	}
+	return nil, nil
 }

@@ -28,10 +28,15 @@
 // waiting.
 //
 // Consumers (consume.go): the proxy's Consume registers a consumer on the
-// owner that sends its deliveries back in batches ("forward.deliver", one
-// call in flight per consumer, so they arrive in order); the owner keeps
+// owner that sends its deliveries back in batches ("forward.deliver", up
+// to maxDeliverCalls numbered calls in flight per consumer; the
+// consumer's node hands the batches over in their order). The owner keeps
 // at most the consumer's prefetch (or defaultWindow) unsettled, and a
-// settlement gives the credit back. The consumer's node down, or a
+// settlement gives the credit back; with automatic acks, at most
+// defaultWindow its node has not handed to the client yet, and that node
+// gives the credit back as the client's socket takes them (in a deliver
+// call's answer, or with "forward.credit"), so a client that does not
+// read leaves the backlog in the owner's queue. The consumer's node down, or a
 // delivery it refuses to take, cancels the consumer on the owner and
 // requeues its unacked messages; the owner down cancels its consumers on
 // the other nodes (basic.cancel for clients that asked for it). A stream

@@ -19,6 +19,8 @@ func FuzzHandlers(f *testing.F) {
 	f.Add(append(appendQueueRef(nil, "/", "q"), 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10))
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 5})
 	f.Add(appendSeqs(appendQueueRef(nil, "/", "q"), settleAck, []uint64{1, 2}))
+	f.Add(appendDeliveries(nil, 1, 0, []queue.Delivery{{Msg: m, Seq: 3}}))
+	f.Add(appendCredit(nil, 1, 5))
 	f.Add([]byte{wireVersion, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, '/', 0, 1, 'q', 0xff, 0xff, 0xff, 0xff})
 	hub := transport.NewInmemHub()
 	owner := &memQueue{info: queue.Info{Vhost: "/", Name: "q"}}
@@ -28,7 +30,7 @@ func FuzzHandlers(f *testing.F) {
 	a := hub.Network("a")
 	NewClient(Config{Network: a})
 	f.Fuzz(func(t *testing.T, req []byte) {
-		for _, method := range []string{methodPublish, methodStats, methodPurge, methodDelete, methodConsume, methodCancel} {
+		for _, method := range []string{methodPublish, methodStats, methodPurge, methodDelete, methodConsume, methodCancel, methodCredit} {
 			_, _ = a.Call(context.Background(), "b", method, req)
 		}
 		// The consumer's side: deliveries and cancels from an owner.
@@ -38,5 +40,7 @@ func FuzzHandlers(f *testing.F) {
 		_, _ = decodeStats(req)
 		_, _, _ = decodeDelivery(req)
 		_, _ = decodeCount(req)
+		_, _, _, _ = decodeDeliveries(req, nil)
+		_, _, _ = decodeCredit(req)
 	})
 }

@@ -51,6 +51,7 @@ func serve(nw transport.Network, l Local, toStatus func(error) error, log *slog.
 	nw.Handle(methodDelete, h.delete)
 	nw.Handle(methodConsume, h.consume)
 	nw.Handle(methodCancel, h.cancel)
+	nw.Handle(methodCredit, h.credit)
 	nw.Watch(func(node string, up bool) {
 		if !up {
 			h.nodeDown(node)

@@ -1,0 +1,129 @@
+package forward
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/warrenmq/warren/broker/message"
+	"github.com/warrenmq/warren/broker/queue"
+)
+
+// The consumer calls' framing.
+//
+//	forward.deliver  version(1) id(8) batch(8) count(4), then count times
+//	                 seq(8) redelivered(1) len(4) message; the answer is
+//	                 handed(8)
+//	forward.credit   version(1) id(8) handed(8)
+//
+// batch numbers a consumer's deliver calls from 0 (several are in flight:
+// the consumer's node hands their batches over in that order); handed is
+// how many deliveries of an automatic-ack consumer its node has handed to
+// the client so far, the owner's credit.
+
+// maxEarlyBatches bounds the batches a consumer's node keeps while an
+// earlier one is still on its way: more than the owner ever has in flight.
+const maxEarlyBatches = 4 * maxDeliverCalls
+
+// deliverHeader is the size of a deliver request before its deliveries.
+const deliverHeader = 1 + 8 + 8 + 4
+
+// deliveryOverhead is a delivery's bytes besides its message.
+const deliveryOverhead = 8 + 1 + 4
+
+// appendDeliveries encodes a deliver request.
+func appendDeliveries(b []byte, id, batch uint64, ds []queue.Delivery) []byte {
+	b = append(b, wireVersion)
+	b = binary.BigEndian.AppendUint64(b, id)
+	b = binary.BigEndian.AppendUint64(b, batch)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(ds)))
+	for i := range ds {
+		d := &ds[i]
+		b = binary.BigEndian.AppendUint64(b, d.Seq)
+		var r byte
+		if d.Redelivered {
+			r = 1
+		}
+		b = append(b, r)
+		b = binary.BigEndian.AppendUint32(b, uint32(d.Msg.EncodedSize()))
+		b = d.Msg.Encode(b)
+	}
+	return b
+}
+
+// deliveriesSize is the encoded size of a deliver request of ds.
+func deliveriesSize(ds []queue.Delivery) int {
+	n := deliverHeader
+	for i := range ds {
+		n += deliveryOverhead + ds[i].Msg.EncodedSize()
+	}
+	return n
+}
+
+// decodeDeliveries parses a deliver request; its messages alias b, and
+// each delivery's Queue is q.
+func decodeDeliveries(b []byte, q queue.Queue) (id, batch uint64, ds []queue.Delivery, err error) {
+	if len(b) < 1 || b[0] != wireVersion {
+		return 0, 0, nil, fmt.Errorf("%w: version", errMalformed)
+	}
+	d := decoder{b: b[1:]}
+	id, batch = d.u64(), d.u64()
+	n := d.u32()
+	if d.err != nil {
+		return 0, 0, nil, d.err
+	}
+	if uint64(n)*deliveryOverhead > uint64(len(d.b)) {
+		return 0, 0, nil, fmt.Errorf("%w: delivery count", errMalformed)
+	}
+	ds = make([]queue.Delivery, 0, n)
+	for range n {
+		seq := d.u64()
+		redelivered := d.u8() == 1
+		raw := d.bytes(int(d.u32()))
+		if d.err != nil {
+			return 0, 0, nil, d.err
+		}
+		m, err := message.Decode(raw)
+		if err != nil {
+			return 0, 0, nil, fmt.Errorf("forward: %w", err)
+		}
+		ds = append(ds, queue.Delivery{Msg: m, Queue: q, Seq: seq, Redelivered: redelivered})
+	}
+	return id, batch, ds, nil
+}
+
+// peekConsumer reads the consumer id of a deliver request without
+// decoding its deliveries.
+func peekConsumer(b []byte) (uint64, error) {
+	if len(b) < 1 || b[0] != wireVersion {
+		return 0, fmt.Errorf("%w: version", errMalformed)
+	}
+	d := decoder{b: b[1:]}
+	id := d.u64()
+	return id, d.err
+}
+
+func appendCredit(b []byte, id, handed uint64) []byte {
+	b = append(b, wireVersion)
+	b = binary.BigEndian.AppendUint64(b, id)
+	return binary.BigEndian.AppendUint64(b, handed)
+}
+
+func decodeCredit(b []byte) (id, handed uint64, err error) {
+	if len(b) < 1 || b[0] != wireVersion {
+		return 0, 0, fmt.Errorf("%w: version", errMalformed)
+	}
+	d := decoder{b: b[1:]}
+	id, handed = d.u64(), d.u64()
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%w: trailing bytes", errMalformed)
+	}
+	return id, handed, d.err
+}
+
+// decodeHanded reads a deliver call's answer (an empty answer is 0).
+func decodeHanded(b []byte) uint64 {
+	if len(b) < 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}

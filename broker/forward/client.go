@@ -2,8 +2,6 @@ package forward
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,6 +58,13 @@ type Client struct {
 	byConsumer map[queue.Consumer]*sub
 	nextID     atomic.Uint64
 	unwatch    func()
+
+	// ctx ends at Close: the calls under way end with it (their messages
+	// nacked); wg counts the goroutines that send and settle.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed bool // under mu
 }
 
 // NewClient returns a Client on cfg.Network.
@@ -83,14 +88,52 @@ func NewClient(cfg Config) *Client {
 		cfg.CallTimeout = 30 * time.Second
 	}
 	cl := &Client{cfg: cfg, log: cfg.Log.With("subsystem", "forward"), nodes: map[string]*sender{}, subs: map[uint64]*sub{}, byConsumer: map[queue.Consumer]*sub{}}
+	cl.ctx, cl.cancel = context.WithCancel(context.Background())
 	cfg.Network.Handle(methodDeliver, cl.handleDeliver)
 	cfg.Network.Handle(methodCancelled, cl.handleCancelled)
 	cl.unwatch = cfg.Network.Watch(cl.peerChanged)
 	return cl
 }
 
-// Close stops following the peers' state.
-func (c *Client) Close() { c.unwatch() }
+// Close stops following the peers' state and ends the publish calls and
+// settlements under way: the messages not yet confirmed by their owner are
+// nacked (so are those published later). It returns once the goroutines
+// that sent them have ended.
+func (c *Client) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	senders := make([]*sender, 0, len(c.nodes))
+	for _, s := range c.nodes {
+		senders = append(senders, s)
+	}
+	c.mu.Unlock()
+	c.unwatch()
+	c.cancel()
+	for _, s := range senders {
+		s.close()
+	}
+	c.wg.Wait()
+}
+
+// goroutine runs fn on a goroutine Close waits for; false (fn not run)
+// once the Client is closed.
+func (c *Client) goroutine(fn func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		fn()
+	}()
+	return true
+}
 
 // Queue returns a proxy of the queue info names, held by node.
 func (c *Client) Queue(info queue.Info, node string) queue.Queue {
@@ -102,7 +145,7 @@ func (c *Client) sender(node string) *sender {
 	defer c.mu.Unlock()
 	s, ok := c.nodes[node]
 	if !ok {
-		s = &sender{c: c, node: node, epoch: newEpoch()}
+		s = &sender{c: c, node: node, closed: c.closed}
 		c.nodes[node] = s
 	}
 	return s
@@ -179,21 +222,25 @@ func (q *Queue) settle(op byte, seqs []uint64) {
 	}
 	q.settling++
 	q.settleMu.Unlock()
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), q.c.cfg.CallTimeout)
+	settled := func() {
+		q.settleMu.Lock()
+		q.settling--
+		if q.settling == 0 {
+			close(q.settleDone)
+		}
+		q.settleMu.Unlock()
+	}
+	ok := q.c.goroutine(func() {
+		defer settled()
+		ctx, cancel := context.WithTimeout(q.c.ctx, q.c.cfg.CallTimeout)
 		defer cancel()
-		defer func() {
-			q.settleMu.Lock()
-			q.settling--
-			if q.settling == 0 {
-				close(q.settleDone)
-			}
-			q.settleMu.Unlock()
-		}()
 		if _, err := q.c.cfg.Network.Call(ctx, q.node, methodSettle, req); err != nil {
 			q.c.log.Warn("forward: settling messages on their queue's node failed; they stay unacked there", "node", q.node, "vhost", q.info.Vhost, "queue", q.info.Name, "messages", len(seqs), "err", err)
 		}
-	}()
+	})
+	if !ok {
+		settled()
+	}
 }
 
 // Get implements queue.Queue (basic.get on the owner).
@@ -311,9 +358,12 @@ type item struct {
 	p queue.Publish
 }
 
-// sender is the publish path to one node: a queue of items, sent by up to
-// MaxInFlight goroutines each taking everything queued (up to
-// MaxBatchBytes) per call.
+// sender is the publish path to one node: a queue of items, sent in calls
+// that each take everything queued (up to MaxBatchBytes), up to
+// MaxInFlight calls under way. One goroutine at a time sends (the pump):
+// the calls leave in the order their items were queued, and the owner
+// starts them in that order (transport's Send and HandleOrdered), so the
+// messages of a channel reach their queue in the order published.
 type sender struct {
 	c    *Client
 	node string
@@ -321,14 +371,11 @@ type sender struct {
 	mu          sync.Mutex
 	pending     []item
 	pendingSize int
-	outstanding int // bytes queued or in a call
-	running     int
+	outstanding int           // bytes queued or in a call
+	inflight    int           // calls sent and not answered
+	pumping     bool          // a goroutine is sending
+	closed      bool          // the Client closed: nothing more is sent
 	space       chan struct{} // closed when outstanding drops below HighWater
-	// epoch and seq number the calls in the order their items were
-	// queued: the owner applies them in that order (calls run
-	// concurrently there). A failed call starts a new epoch, so the owner
-	// does not wait for a call that never comes.
-	epoch, seq uint64
 }
 
 func (s *sender) add(q *Queue, batch []queue.Publish) {
@@ -337,25 +384,39 @@ func (s *sender) add(q *Queue, batch []queue.Publish) {
 	}
 	n := 0
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		items := make([]item, len(batch))
+		for i, p := range batch {
+			items[i] = item{q: q, p: p}
+		}
+		confirmAll(items, nil, false)
+		return
+	}
 	for _, p := range batch {
 		s.pending = append(s.pending, item{q: q, p: p})
 		n += p.Msg.EncodedSize() + 4
 	}
 	s.pendingSize += n
 	s.outstanding += n
-	start := s.running < s.c.cfg.MaxInFlight
-	if start {
-		s.running++
-	}
+	s.maybePumpLocked()
 	s.mu.Unlock()
-	if start {
-		go s.run()
+}
+
+// maybePumpLocked starts the pump if something waits and a call may go.
+func (s *sender) maybePumpLocked() {
+	if s.pumping || s.closed || len(s.pending) == 0 || s.inflight >= s.c.cfg.MaxInFlight {
+		return
+	}
+	s.pumping = true
+	if !s.c.goroutine(s.pump) {
+		s.pumping = false
 	}
 }
 
 func (s *sender) throttle(ctx context.Context) error {
 	s.mu.Lock()
-	if s.outstanding <= s.c.cfg.HighWater {
+	if s.outstanding <= s.c.cfg.HighWater || s.closed {
 		s.mu.Unlock()
 		return nil
 	}
@@ -372,12 +433,14 @@ func (s *sender) throttle(ctx context.Context) error {
 	}
 }
 
-// run sends batches until nothing is queued.
-func (s *sender) run() {
+// pump sends batches, one call after another, while items wait and fewer
+// than MaxInFlight calls are under way; a goroutine per call waits for its
+// answer.
+func (s *sender) pump() {
 	for {
 		s.mu.Lock()
-		if len(s.pending) == 0 {
-			s.running--
+		if s.closed || len(s.pending) == 0 || s.inflight >= s.c.cfg.MaxInFlight {
+			s.pumping = false
 			s.mu.Unlock()
 			return
 		}
@@ -393,38 +456,32 @@ func (s *sender) run() {
 			s.pending = s.pending[n:]
 		}
 		s.pendingSize -= size
-		epoch, seq := s.epoch, s.seq
-		s.seq++
+		s.inflight++
 		s.mu.Unlock()
-		failed := s.send(items, size, epoch, seq)
-		s.mu.Lock()
-		if failed && s.epoch == epoch {
-			s.epoch, s.seq = newEpoch(), 0
+
+		req := appendPublishes(make([]byte, 0, size+64+17), items)
+		ctx, cancel := context.WithTimeout(s.c.ctx, s.c.cfg.CallTimeout)
+		wait, err := s.c.cfg.Network.Send(ctx, s.node, methodPublish, req)
+		if err != nil {
+			cancel()
+			s.answered(items, size, nil, err)
+			continue
 		}
-		s.outstanding -= size
-		if s.space != nil && s.outstanding <= s.c.cfg.HighWater {
-			close(s.space)
-			s.space = nil
+		if !s.c.goroutine(func() {
+			ans, err := wait()
+			cancel()
+			s.answered(items, size, ans, err)
+		}) {
+			ans, err := wait() // closed: ends at once (ctx is done)
+			cancel()
+			s.answered(items, size, ans, err)
 		}
-		s.mu.Unlock()
 	}
 }
 
-// send makes one publish call and confirms or nacks its items; it
-// reports whether the call failed.
-func (s *sender) send(items []item, size int, epoch, seq uint64) bool {
-	var groups []group
-	for i, it := range items {
-		if i == 0 || it.q != items[i-1].q {
-			groups = append(groups, group{vhost: it.q.info.Vhost, queue: it.q.info.Name})
-		}
-		g := &groups[len(groups)-1]
-		g.msgs = append(g.msgs, it.p.Msg)
-	}
-	req := appendPublishes(make([]byte, 0, size+64*len(groups)+17), epoch, seq, groups)
-	ctx, cancel := context.WithTimeout(context.Background(), s.c.cfg.CallTimeout)
-	ans, err := s.c.cfg.Network.Call(ctx, s.node, methodPublish, req)
-	cancel()
+// answered confirms or nacks the items of a call by its answer and frees
+// its place.
+func (s *sender) answered(items []item, size int, ans []byte, err error) {
 	if err == nil && len(ans) != len(items) {
 		err = fmt.Errorf("%w: %d verdicts for %d messages", errMalformed, len(ans), len(items))
 	}
@@ -432,14 +489,33 @@ func (s *sender) send(items []item, size int, epoch, seq uint64) bool {
 		s.c.log.Warn("forward: publishing to a queue's node failed; the messages are nacked", "node", s.node, "messages", len(items), "err", err)
 	}
 	confirmAll(items, ans, err == nil)
-	return err != nil
+	s.mu.Lock()
+	s.inflight--
+	s.outstanding -= size
+	if s.space != nil && s.outstanding <= s.c.cfg.HighWater {
+		close(s.space)
+		s.space = nil
+	}
+	s.maybePumpLocked()
+	s.mu.Unlock()
 }
 
-// newEpoch is a random number naming a run of a sender's calls.
-func newEpoch() uint64 {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return binary.BigEndian.Uint64(b[:])
+// close nacks what is queued and stops sending; the calls under way end
+// with the Client's context.
+func (s *sender) close() {
+	s.mu.Lock()
+	s.closed = true
+	items := s.pending
+	s.pending, s.pendingSize = nil, 0
+	for _, it := range items {
+		s.outstanding -= it.p.Msg.EncodedSize() + 4
+	}
+	if s.space != nil {
+		close(s.space)
+		s.space = nil
+	}
+	s.mu.Unlock()
+	confirmAll(items, nil, false)
 }
 
 // confirmAll tells each item's confirmer its verdict (ans[i] == verdictOK,

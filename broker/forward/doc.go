@@ -8,9 +8,15 @@
 //
 // Publishes: a proxy hands its batch to its node's sender (one per
 // destination node, shared by every proxy of that node), which sends what
-// is queued in one node-level Call ("forward.publish"), up to
+// is queued in one node-level call ("forward.publish"), up to
 // Config.MaxInFlight calls in flight per node: messages that queue up
-// travel together, never one call each. The owner publishes them into its
+// travel together, never one call each. Order: one goroutine at a time
+// sends a node's calls (transport's Send, in the order their messages were
+// queued) and the owner starts them in that order (HandleOrdered) while
+// their confirms are awaited concurrently, so a channel's messages reach
+// their queue in the order it published them, with no wait for a call
+// that never comes (a call lost with a broken link fails; the ones after
+// it go on). The owner publishes them into its
 // queues with a new message id of its own and answers once every one is
 // confirmed there (after fsync for a persistent message on a durable
 // queue); the answer's per-message verdicts become the publishers'
@@ -51,8 +57,14 @@
 // RabbitMQ does: NOT_FOUND "home node 'N' of durable queue 'q' in vhost
 // '/' is down or inaccessible".
 //
+// Close (at the node's shutdown) ends the publish calls and settlements
+// under way: what the owner has not confirmed is nacked, so is what is
+// published after, and Close returns once their goroutines have ended.
+//
 // Concurrency: every exported method is safe for concurrent use. A
 // proxy's Publish never blocks (it appends to its sender's queue under a
 // mutex taken briefly); confirms are called from the sender's goroutines.
+// Lock order: sender.mu before Client.mu (a sender starts its goroutines
+// through the Client).
 // The single-node path never reaches this package.
 package forward

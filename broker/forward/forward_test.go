@@ -22,7 +22,8 @@ type memQueue struct {
 	mu          sync.Mutex
 	bodies      []string
 	refuse      bool
-	settled     []uint64 // seqs acked, requeued or rejected
+	hold        chan struct{} // if set, confirms wait until it is closed
+	settled     []uint64      // seqs acked, requeued or rejected
 }
 
 func (q *memQueue) Info() queue.Info               { return q.info }
@@ -44,11 +45,22 @@ func (q *memQueue) Publish(batch []queue.Publish) {
 	for _, p := range batch {
 		q.bodies = append(q.bodies, string(p.Msg.Body))
 	}
-	refuse := q.refuse
+	refuse, hold := q.refuse, q.hold
 	q.mu.Unlock()
+	if hold != nil {
+		go func() {
+			<-hold
+			q.confirm(batch, !refuse)
+		}()
+		return
+	}
+	q.confirm(batch, !refuse)
+}
+
+func (q *memQueue) confirm(batch []queue.Publish, ok bool) {
 	for _, p := range batch {
 		if p.Confirm != nil {
-			p.Confirm.Confirm([]uint64{p.Tag}, !refuse)
+			p.Confirm.Confirm([]uint64{p.Tag}, ok)
 		}
 	}
 }
@@ -94,6 +106,13 @@ func (n *countingNetwork) Call(ctx context.Context, node, method string, req []b
 		n.publishes.Add(1)
 	}
 	return n.Network.Call(ctx, node, method, req)
+}
+
+func (n *countingNetwork) Send(ctx context.Context, node, method string, req []byte) (func() ([]byte, error), error) {
+	if method == methodPublish {
+		n.publishes.Add(1)
+	}
+	return n.Network.Send(ctx, node, method, req)
 }
 
 // confirms records a publisher's confirms.

@@ -3,7 +3,6 @@ package forward
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/warrenmq/warren/broker/cluster/transport"
 	"github.com/warrenmq/warren/broker/message"
@@ -14,19 +13,17 @@ import (
 // request never panics or hangs it, and a malformed one is refused.
 func FuzzHandlers(f *testing.F) {
 	m := &message.Message{Exchange: "x", RoutingKey: "q", Body: []byte("hi")}
-	f.Add(appendPublishes(nil, 1, 0, []group{{vhost: "/", queue: "q", msgs: []*message.Message{m}}}))
+	f.Add(appendPublishes(nil, []item{{q: &Queue{info: queue.Info{Vhost: "/", Name: "q"}}, p: queue.Publish{Msg: m}}}))
 	f.Add(appendQueueRef(nil, "/", "q"))
 	f.Add(append(appendQueueRef(nil, "/", "q"), 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10))
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 5})
 	f.Add(appendSeqs(appendQueueRef(nil, "/", "q"), settleAck, []uint64{1, 2}))
 	f.Add(appendDeliveries(nil, 1, 0, []queue.Delivery{{Msg: m, Seq: 3}}))
 	f.Add(appendCredit(nil, 1, 5))
-	f.Add([]byte{wireVersion, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, '/', 0, 1, 'q', 0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{publishVersion, 0, 1, '/', 0, 1, 'q', 0xff, 0xff, 0xff, 0xff})
 	hub := transport.NewInmemHub()
 	owner := &memQueue{info: queue.Info{Vhost: "/", Name: "q"}}
-	// A publish call with a sequence gap waits for the missing one: briefly
-	// here, so the fuzzer is not held up by its own inputs.
-	serve(hub.Network("b"), &memLocal{qs: map[string]*memQueue{"//q": owner}}, nil, nil, time.Millisecond)
+	Serve(hub.Network("b"), &memLocal{qs: map[string]*memQueue{"//q": owner}}, nil, nil)
 	a := hub.Network("a")
 	NewClient(Config{Network: a})
 	f.Fuzz(func(t *testing.T, req []byte) {

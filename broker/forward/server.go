@@ -31,19 +31,14 @@ type Local interface {
 // toStatus maps Local's errors to gRPC status errors (the vhost's
 // ToStatus); nil sends them as codes.Unknown.
 func Serve(nw transport.Network, l Local, toStatus func(error) error, log *slog.Logger) {
-	serve(nw, l, toStatus, log, gapWait)
-}
-
-// serve is Serve with the wait for a missing earlier publish call.
-func serve(nw transport.Network, l Local, toStatus func(error) error, log *slog.Logger, gap time.Duration) {
 	if log == nil {
 		log = slog.Default()
 	}
 	if toStatus == nil {
 		toStatus = func(err error) error { return err }
 	}
-	h := &handlers{l: l, nw: nw, callTimeout: 30 * time.Second, toStatus: toStatus, log: log.With("subsystem", "forward"), order: orderer{turns: map[string]*turn{}, gap: gap}, cons: consumers{m: map[consumerKey]*remoteConsumer{}, gets: map[getKey]map[uint64]struct{}{}}}
-	nw.Handle(methodPublish, h.publish)
+	h := &handlers{l: l, nw: nw, callTimeout: 30 * time.Second, toStatus: toStatus, log: log.With("subsystem", "forward"), cons: consumers{m: map[consumerKey]*remoteConsumer{}, gets: map[getKey]map[uint64]struct{}{}}}
+	nw.HandleOrdered(methodPublish, h.publish)
 	nw.Handle(methodStats, h.stats)
 	nw.Handle(methodGet, h.get)
 	nw.Handle(methodSettle, h.settle)
@@ -66,14 +61,16 @@ type handlers struct {
 	cons        consumers
 	toStatus    func(error) error
 	log         *slog.Logger
-	order       orderer
 }
 
 func badRequest(err error) error { return status.Error(codes.InvalidArgument, err.Error()) }
 
-// publish puts each group's messages in its queue and answers, once every
-// one is confirmed or refused there, one verdict a message.
-func (h *handlers) publish(ctx context.Context, from string, req []byte) ([]byte, error) {
+// publish puts each group's messages in its queue (the transport starts
+// the calls of one node in the order it sent them, so a channel's messages
+// reach their queue in the order published) and returns the wait for the
+// answer: once every message is confirmed or refused there, one verdict a
+// message.
+func (h *handlers) publish(ctx context.Context, from string, req []byte) (func() ([]byte, error), error) {
 	pr, err := decodePublishes(req)
 	if err != nil {
 		return nil, badRequest(err)
@@ -82,12 +79,6 @@ func (h *handlers) publish(ctx context.Context, from string, req []byte) ([]byte
 	col := &collector{verdicts: make([]byte, total), left: total, done: make(chan struct{})}
 	if total == 0 {
 		close(col.done)
-	}
-	// The sender's calls run concurrently here: their messages go into
-	// the queues in the order the sender numbered them.
-	done, err := h.order.wait(ctx, from, pr.epoch, pr.seq, h.log)
-	if err != nil {
-		return nil, status.FromContextError(err).Err()
 	}
 	var queues []queue.Queue
 	i := 0
@@ -108,20 +99,23 @@ func (h *handlers) publish(ctx context.Context, from string, req []byte) ([]byte
 		q.Publish(pubs)
 		queues = append(queues, q)
 	}
-	done()
-	for _, q := range queues {
-		if err := q.Throttle(ctx); err != nil {
-			return nil, status.FromContextError(err).Err()
+	return func() ([]byte, error) {
+		// The queues' flow control holds the answer (and so the sender's
+		// next calls, MaxInFlight at most) while they are overloaded.
+		for _, q := range queues {
+			if err := q.Throttle(ctx); err != nil {
+				return nil, status.FromContextError(err).Err()
+			}
 		}
-	}
-	select {
-	case <-col.done:
-	case <-ctx.Done():
-		return nil, status.FromContextError(ctx.Err()).Err()
-	}
-	col.mu.Lock()
-	defer col.mu.Unlock()
-	return append([]byte(nil), col.verdicts...), nil
+		select {
+		case <-col.done:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		col.mu.Lock()
+		defer col.mu.Unlock()
+		return append([]byte(nil), col.verdicts...), nil
+	}, nil
 }
 
 func seqTags(from, n int) []uint64 {

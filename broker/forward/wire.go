@@ -23,42 +23,47 @@ type group struct {
 	msgs         []*message.Message
 }
 
-// appendPublishes encodes a publish request: version(1) epoch(8) seq(8),
-// then per group vhost(2+n) queue(2+n) count(4), then count times
-// len(4)+message. epoch and seq order the calls of one sender.
-func appendPublishes(b []byte, epoch, seq uint64, groups []group) []byte {
-	b = append(b, wireVersion)
-	b = binary.BigEndian.AppendUint64(b, epoch)
-	b = binary.BigEndian.AppendUint64(b, seq)
-	for _, g := range groups {
-		b = appendString(b, g.vhost)
-		b = appendString(b, g.queue)
-		b = binary.BigEndian.AppendUint32(b, uint32(len(g.msgs)))
-		for _, m := range g.msgs {
-			b = binary.BigEndian.AppendUint32(b, uint32(m.EncodedSize()))
-			b = m.Encode(b)
+// publishVersion is the first byte of a publish request (wireVersion
+// was the request that carried an epoch and a sequence number: calls are
+// ordered by the transport now).
+const publishVersion = 2
+
+// appendPublishes encodes a publish request: version(1), then per run of
+// items for one queue vhost(2+n) queue(2+n) count(4), then count times
+// len(4)+message.
+func appendPublishes(b []byte, items []item) []byte {
+	b = append(b, publishVersion)
+	for i := 0; i < len(items); {
+		q := items[i].q
+		j := i + 1
+		for j < len(items) && items[j].q == q {
+			j++
 		}
+		b = appendString(b, q.info.Vhost)
+		b = appendString(b, q.info.Name)
+		b = binary.BigEndian.AppendUint32(b, uint32(j-i))
+		for _, it := range items[i:j] {
+			b = binary.BigEndian.AppendUint32(b, uint32(it.p.Msg.EncodedSize()))
+			b = it.p.Msg.Encode(b)
+		}
+		i = j
 	}
 	return b
 }
 
 // publishes is a decoded publish request.
 type publishes struct {
-	epoch, seq uint64
-	groups     []group
-	total      int
+	groups []group
+	total  int
 }
 
 // decodePublishes parses a publish request; its messages alias b.
 func decodePublishes(b []byte) (publishes, error) {
-	if len(b) < 1 || b[0] != wireVersion {
+	if len(b) < 1 || b[0] != publishVersion {
 		return publishes{}, fmt.Errorf("%w: version", errMalformed)
 	}
 	d := decoder{b: b[1:]}
-	p := publishes{epoch: d.u64(), seq: d.u64()}
-	if d.err != nil {
-		return publishes{}, d.err
-	}
+	var p publishes
 	var groups []group
 	total := 0
 	for len(d.b) > 0 {

@@ -188,6 +188,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		b.unsub()
 	}
 	b.waitBackground()
+	// No client is left to publish: the calls still under way to other
+	// nodes end (their messages nacked) and their goroutines with them.
+	b.forward.Close()
 	if err := b.closeVhosts(ctx); err != nil {
 		errs = append(errs, err)
 	}

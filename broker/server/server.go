@@ -141,6 +141,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		b.memoryLimit = systemMemory() * 4 / 10
 	}
 	if err := b.bootstrap(ctx); err != nil {
+		b.forward.Close()
 		_ = cn.close()
 		lock.Close()
 		return nil, err
@@ -148,6 +149,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 	for _, v := range m.Vhosts() {
 		if err := b.startVhost(ctx, v); err != nil {
 			_ = b.closeVhosts(ctx)
+			b.forward.Close()
 			_ = cn.close()
 			lock.Close()
 			return nil, err

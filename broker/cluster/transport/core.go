@@ -31,7 +31,7 @@ type core struct {
 
 	mu       sync.Mutex
 	groups   map[string]*group
-	handlers map[string]Handler
+	handlers map[string]callHandler
 	closed   bool
 }
 
@@ -39,7 +39,7 @@ func newCore(node string, out sender, rpcTimeout time.Duration) *core {
 	if rpcTimeout <= 0 {
 		rpcTimeout = DefaultRPCTimeout
 	}
-	return &core{node: node, out: out, rpcTimeout: rpcTimeout, groups: map[string]*group{}, handlers: map[string]Handler{}}
+	return &core{node: node, out: out, rpcTimeout: rpcTimeout, groups: map[string]*group{}, handlers: map[string]callHandler{}}
 }
 
 // group returns the open transport of group id, opening it if needed. After
@@ -75,14 +75,35 @@ func (c *core) openGroup(id string) *group {
 	return c.groups[id]
 }
 
-func (c *core) handle(method string, h Handler) {
+// callHandler is a method's handler: a Handler, or a Starter whose calls
+// start in the order their sender sent them.
+type callHandler struct {
+	h Handler
+	s Starter
+}
+
+func (c *core) handle(method string, h callHandler) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if h == nil {
+	if h.h == nil && h.s == nil {
 		delete(c.handlers, method)
 		return
 	}
 	c.handlers[method] = h
+}
+
+// handler is method's handler; ordered says its calls start in order.
+func (c *core) handler(method string) (h callHandler, ordered bool, err error) {
+	c.mu.Lock()
+	h, closed := c.handlers[method], c.closed
+	c.mu.Unlock()
+	if closed {
+		return h, false, unavailable(c.node, errClosed)
+	}
+	if h.h == nil && h.s == nil {
+		return h, false, status.Errorf(codes.Unimplemented, "node %q has no handler for %q", c.node, method)
+	}
+	return h, h.s != nil, nil
 }
 
 // serveRaft delivers one Raft RPC that arrived to its group and waits for
@@ -108,20 +129,34 @@ func (c *core) startRaft(ctx context.Context, group string, cmd any, data io.Rea
 // serveCall runs the handler of method for a call from node from; its error
 // comes back as a status error.
 func (c *core) serveCall(ctx context.Context, from, method string, req []byte) ([]byte, error) {
-	c.mu.Lock()
-	h, closed := c.handlers[method], c.closed
-	c.mu.Unlock()
-	if closed {
-		return nil, unavailable(c.node, errClosed)
+	wait, err := c.startCall(ctx, from, method, req)
+	if err != nil {
+		return nil, err
 	}
-	if h == nil {
-		return nil, status.Errorf(codes.Unimplemented, "node %q has no handler for %q", c.node, method)
+	return wait()
+}
+
+// startCall starts a call from node from: an ordered handler's start runs
+// here, a plain handler runs in wait. Errors come back as status errors.
+func (c *core) startCall(ctx context.Context, from, method string, req []byte) (func() ([]byte, error), error) {
+	h, _, err := c.handler(method)
+	if err != nil {
+		return nil, err
 	}
-	resp, err := h(ctx, from, req)
+	if h.s == nil {
+		return func() ([]byte, error) {
+			resp, err := h.h(ctx, from, req)
+			return resp, asStatus(err)
+		}, nil
+	}
+	wait, err := h.s(ctx, from, req)
 	if err != nil {
 		return nil, asStatus(err)
 	}
-	return resp, nil
+	return func() ([]byte, error) {
+		resp, err := wait()
+		return resp, asStatus(err)
+	}, nil
 }
 
 // close closes every group transport; later groups come closed.

@@ -45,7 +45,10 @@
 // Every message carries its group id and a request id (its answer, chunks
 // and cancel carry the same id) and the caller's remaining timeout. The
 // receiver hands a group's appends on the data stream to Raft in the order
-// they came, and runs everything else concurrently.
+// they came, and runs everything else concurrently, except the calls of a
+// method registered with HandleOrdered: their starts run one after another
+// in the order they came (their waits concurrently), so requests a node
+// Sends one after another start in that order on the peer.
 //
 // Framing and batching. A stream's sender has a queue and one writer: the
 // writer takes everything queued and sends it as one Frame (a repeated
@@ -82,8 +85,11 @@
 // InmemHub connects Networks in one process (hub.Network(name) per node).
 // Requests and answers are copied as if they crossed a wire; handlers run
 // on goroutines of their own; calls and RPCs in flight when their link is
-// cut fail with Unavailable. Fault controls: Partition(a, b) cuts one link,
-// Isolate(node) all of a node's links, Heal undoes both; a node goes down
+// cut fail with Unavailable. Sent requests go through one queue per link
+// (started in order, as over a stream). Fault controls: Partition(a, b)
+// cuts one link, Isolate(node) all of a node's links, Heal undoes both;
+// SetDelay holds calls up on their way (a slow link: a Sent request holds
+// up those Sent after it, Calls may overtake each other); a node goes down
 // by closing its Network and restarts by asking the hub for it again. Watch
 // reports each change of a peer's reachability.
 //

@@ -163,7 +163,13 @@ func (n *GRPCNetwork) Stats() Stats { return n.stats.load() }
 
 func (n *GRPCNetwork) Node() string                    { return n.core.node }
 func (n *GRPCNetwork) Group(id string) GroupTransport  { return n.core.group(id) }
-func (n *GRPCNetwork) Handle(method string, h Handler) { n.core.handle(method, h) }
+func (n *GRPCNetwork) Handle(method string, h Handler) { n.core.handle(method, callHandler{h: h}) }
+
+// HandleOrdered implements Network: the calls of method a peer sends on
+// its data stream start in the order they came.
+func (n *GRPCNetwork) HandleOrdered(method string, s Starter) {
+	n.core.handle(method, callHandler{s: s})
+}
 
 // Watch reports a peer up when its connection is ready, and down when it
 // breaks or cannot be made (refused, reset, keepalive unanswered) or the
@@ -254,8 +260,18 @@ func (n *GRPCNetwork) peer(node string) (*peerConn, error) {
 }
 
 func (n *GRPCNetwork) Call(ctx context.Context, node, method string, req []byte) ([]byte, error) {
+	wait, err := n.Send(ctx, node, method, req)
+	if err != nil {
+		return nil, err
+	}
+	return wait()
+}
+
+// Send implements Network: the request is queued on the data stream to
+// node, whose messages go out (and are read there) in the order queued.
+func (n *GRPCNetwork) Send(ctx context.Context, node, method string, req []byte) (func() ([]byte, error), error) {
 	if node == n.core.node {
-		return n.core.serveCall(ctx, node, method, req)
+		return n.core.startCall(ctx, node, method, req)
 	}
 	if len(req) > n.maxMsg {
 		return nil, status.Errorf(codes.ResourceExhausted, "call of %d bytes (limit %d)", len(req), n.maxMsg)
@@ -268,15 +284,21 @@ func (n *GRPCNetwork) Call(ctx context.Context, node, method string, req []byte)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := l.roundTrip(ctx, &pb.Message{Body: &pb.Message_Call{Call: &pb.CallRequest{Method: method, Payload: req}}})
+	id, ch, err := l.send(ctx, &pb.Message{Body: &pb.Message_Call{Call: &pb.CallRequest{Method: method, Payload: req}}})
 	if err != nil {
 		return nil, err
 	}
-	r, ok := resp.GetBody().(*pb.Message_CallResp)
-	if !ok {
-		return nil, status.Errorf(codes.Internal, "node %q answered a call with %T", node, resp.GetBody())
-	}
-	return r.CallResp.GetPayload(), nil
+	return func() ([]byte, error) {
+		resp, err := l.wait(ctx, id, ch)
+		if err != nil {
+			return nil, err
+		}
+		r, ok := resp.GetBody().(*pb.Message_CallResp)
+		if !ok {
+			return nil, status.Errorf(codes.Internal, "node %q answered a call with %T", node, resp.GetBody())
+		}
+		return r.CallResp.GetPayload(), nil
+	}, nil
 }
 
 // startRaft sends an append on the data stream without waiting for its

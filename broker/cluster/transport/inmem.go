@@ -24,6 +24,7 @@ type InmemHub struct {
 	isolated map[string]bool
 	view     map[[2]string]bool // [watcher, peer] -> last reported up
 	flights  map[*flight]struct{}
+	delay    func(from, to, method string) time.Duration
 }
 
 // flight is a Raft RPC or call under way from one node to another; it is
@@ -84,6 +85,41 @@ func (h *InmemHub) Heal() {
 	clear(h.cut)
 	clear(h.isolated)
 	h.refreshLocked()
+}
+
+// SetDelay makes every call from node from to node to of method wait
+// fn(from, to, method) before it reaches to (nil: none). A Sent request
+// holds up the requests Sent after it on its link, as on a stream; Calls
+// may overtake each other, as concurrent Calls over gRPC may (each is
+// queued on the stream when its goroutine gets there).
+func (h *InmemHub) SetDelay(fn func(from, to, method string) time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.delay = fn
+}
+
+// delayOf is the delay SetDelay set for one call.
+func (h *InmemHub) delayOf(from, to, method string) time.Duration {
+	h.mu.Lock()
+	fn := h.delay
+	h.mu.Unlock()
+	if fn == nil {
+		return 0
+	}
+	return fn(from, to, method)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 func pair(a, b string) [2]string {
@@ -163,14 +199,21 @@ type inmemNetwork struct {
 	core  *core
 	watch watchers
 	once  sync.Once
+
+	mu    sync.Mutex
+	pipes map[string][]func() // by target: Sent requests waiting for the one going in
 }
 
 var _ Network = (*inmemNetwork)(nil)
 
 func (n *inmemNetwork) Node() string                       { return n.core.node }
 func (n *inmemNetwork) Group(id string) GroupTransport     { return n.core.group(id) }
-func (n *inmemNetwork) Handle(method string, h Handler)    { n.core.handle(method, h) }
+func (n *inmemNetwork) Handle(method string, h Handler)    { n.core.handle(method, callHandler{h: h}) }
 func (n *inmemNetwork) Watch(fn func(string, bool)) func() { return n.watch.add(fn) }
+
+func (n *inmemNetwork) HandleOrdered(method string, s Starter) {
+	n.core.handle(method, callHandler{s: s})
+}
 
 func (n *inmemNetwork) Close() error {
 	n.once.Do(func() {
@@ -189,20 +232,93 @@ func (n *inmemNetwork) Call(ctx context.Context, node, method string, req []byte
 		return nil, err
 	}
 	defer done()
-	type result struct {
-		resp []byte
-		err  error
-	}
-	ch := make(chan result, 1)
+	ch := make(chan callResult, 1)
 	go func() {
+		sleep(fctx, n.hub.delayOf(n.core.node, node, method))
 		resp, err := peer.core.serveCall(fctx, n.core.node, method, slices.Clone(req))
-		ch <- result{slices.Clone(resp), err}
+		ch <- callResult{slices.Clone(resp), err}
 	}()
 	select {
 	case r := <-ch:
 		return r.resp, r.err
 	case <-fctx.Done():
 		return nil, ctxStatus(fctx, node)
+	}
+}
+
+type callResult struct {
+	resp []byte
+	err  error
+}
+
+// Send implements Network: the requests Sent to one node go through one
+// queue, started there one after another in the order they were Sent.
+func (n *inmemNetwork) Send(ctx context.Context, node, method string, req []byte) (func() ([]byte, error), error) {
+	if node == n.core.node {
+		return n.core.startCall(ctx, node, method, req)
+	}
+	peer, fctx, done, err := n.hub.link(ctx, n.core.node, node)
+	if err != nil {
+		return nil, err
+	}
+	req = slices.Clone(req)
+	ch := make(chan callResult, 1)
+	n.enqueue(node, func() {
+		sleep(fctx, n.hub.delayOf(n.core.node, node, method))
+		if fctx.Err() != nil {
+			ch <- callResult{nil, ctxStatus(fctx, node)}
+			return
+		}
+		wait, err := peer.core.startCall(fctx, n.core.node, method, req)
+		if err != nil {
+			ch <- callResult{nil, err}
+			return
+		}
+		go func() {
+			resp, err := wait()
+			ch <- callResult{slices.Clone(resp), err}
+		}()
+	})
+	return func() ([]byte, error) {
+		defer done()
+		select {
+		case r := <-ch:
+			return r.resp, r.err
+		case <-fctx.Done():
+			return nil, ctxStatus(fctx, node)
+		}
+	}, nil
+}
+
+// enqueue queues a Sent request's start on the link to node.
+func (n *inmemNetwork) enqueue(node string, start func()) {
+	n.mu.Lock()
+	if n.pipes == nil {
+		n.pipes = map[string][]func(){}
+	}
+	q, running := n.pipes[node]
+	n.pipes[node] = append(q, start)
+	n.mu.Unlock()
+	if !running {
+		go n.drain(node)
+	}
+}
+
+// drain starts the requests queued to node in order until none is left.
+func (n *inmemNetwork) drain(node string) {
+	for {
+		n.mu.Lock()
+		q := n.pipes[node]
+		if len(q) == 0 {
+			delete(n.pipes, node)
+			n.mu.Unlock()
+			return
+		}
+		start := q[0]
+		q[0] = nil
+		n.pipes[node] = q[1:]
+		n.mu.Unlock()
+		start()
 	}
 }
 

@@ -35,8 +35,9 @@ const maxInflight = 1 << 16
 
 // serverLink is this node's end of a stream a peer opened: it runs the
 // peer's requests and sends their answers back. Appends of one group run
-// one after the other, in the order they came (the pipeline's order); the
-// rest run concurrently.
+// one after the other, in the order they came (the pipeline's order), and
+// so do the starts of an ordered call's method (HandleOrdered); the rest
+// run concurrently.
 type serverLink struct {
 	*link
 	n    *GRPCNetwork
@@ -45,7 +46,7 @@ type serverLink struct {
 
 	mu       sync.Mutex
 	inflight map[uint64]context.CancelFunc
-	queues   map[string][]func() // per group: appends waiting for the one running
+	queues   map[string][]func() // per group (or ordered method): requests waiting for the one running
 	snaps    map[uint64]*snapIn
 }
 
@@ -118,13 +119,23 @@ func (s *serverLink) dispatch(m *pb.Message) error {
 			return malformed("a call on the %s stream", s.kind)
 		}
 		method, payload := b.Call.GetMethod(), b.Call.GetPayload()
-		return s.run(m, now(func(ctx context.Context) (*pb.Message, error) {
-			resp, err := s.n.core.serveCall(ctx, s.from, method, payload)
+		order := ""
+		if _, ordered, _ := s.n.core.handler(method); ordered {
+			order = callOrder + method // this peer's calls of method, in order
+		}
+		return s.run(m, func(ctx context.Context) (func() (*pb.Message, error), error) {
+			wait, err := s.n.core.startCall(ctx, s.from, method, payload)
 			if err != nil {
 				return nil, err
 			}
-			return &pb.Message{Body: &pb.Message_CallResp{CallResp: &pb.CallResponse{Payload: resp}}}, nil
-		}), "")
+			return func() (*pb.Message, error) {
+				resp, err := wait()
+				if err != nil {
+					return nil, err
+				}
+				return &pb.Message{Body: &pb.Message_CallResp{CallResp: &pb.CallResponse{Payload: resp}}}, nil
+			}, nil
+		}, order)
 	case *pb.Message_SnapshotChunk:
 		return s.chunk(m.GetId(), b.SnapshotChunk)
 	case *pb.Message_Ping:
@@ -158,6 +169,10 @@ func (s *serverLink) dispatch(m *pb.Message) error {
 	}
 }
 
+// callOrder prefixes the order key of an ordered call's method: no group
+// id starts with a NUL byte (group ids are names).
+const callOrder = "\x00call:"
+
 // starter begins a request and returns how to wait for its answer.
 type starter func(ctx context.Context) (wait func() (*pb.Message, error), err error)
 
@@ -190,9 +205,10 @@ func (s *serverLink) raftStart(group string, cmd any, r io.Reader) starter {
 }
 
 // run runs request m and sends its answer. Without order it runs on a
-// goroutine of its own; with order (a group id) it is handed to the group
-// after the earlier requests of that order, and waits for its answer apart
-// (so a follower gets a pipeline's appends in order, many at once).
+// goroutine of its own; with order (a group id, or an ordered method) it
+// starts after the earlier requests of that order, and waits for its
+// answer apart (so a follower gets a pipeline's appends in order, many at
+// once).
 func (s *serverLink) run(m *pb.Message, start starter, order string) error {
 	id := m.GetId()
 	ctx, cancel := s.requestContext(m)
@@ -241,7 +257,7 @@ func (s *serverLink) run(m *pb.Message, start starter, order string) error {
 	return nil
 }
 
-// drain runs group's queued appends in order until none is left.
+// drain runs the queued requests of one order until none is left.
 func (s *serverLink) drain(group string) {
 	for {
 		s.mu.Lock()

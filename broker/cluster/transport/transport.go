@@ -38,9 +38,24 @@ type Network interface {
 	// Call sends req to the handler of method on node and returns its
 	// answer. Calling this node's own name runs the handler in place.
 	Call(ctx context.Context, node, method string, req []byte) ([]byte, error)
+	// Send is Call in two steps: it queues req for node and returns how to
+	// wait for the answer (wait must be called once; ctx bounds both
+	// steps). The requests Sent to one node, one Send after another's
+	// return, reach it in that order, and a handler registered with
+	// HandleOrdered starts them in that order: a caller that serializes its
+	// Sends gets ordered calls with many answers under way. A request lost
+	// with a broken connection fails (its wait returns Unavailable); the
+	// ones after it may still arrive.
+	Send(ctx context.Context, node, method string, req []byte) (wait func() ([]byte, error), err error)
 	// Handle registers h for method, replacing any earlier handler; calls
 	// of a method without one fail with codes.Unimplemented.
 	Handle(method string, h Handler)
+	// HandleOrdered registers s for method (replacing any earlier
+	// handler): the calls of method from one node start one at a time, in
+	// the order that node Sent them, and the waits s returns run
+	// concurrently. A start should not block for long: it holds up the
+	// sender's later calls of method.
+	HandleOrdered(method string, s Starter)
 	// Watch calls fn whenever this node's view of a peer changes: up false
 	// when the peer became unreachable (its connection broke or was
 	// refused, it closed), true when it is reachable again. It is the
@@ -62,3 +77,8 @@ type GroupTransport interface {
 
 // Handler answers a Call. from is the calling node's name.
 type Handler func(ctx context.Context, from string, req []byte) ([]byte, error)
+
+// Starter answers a Call in two steps (HandleOrdered): it starts the
+// request and returns how to wait for its answer; ctx lasts until wait
+// returns. An error from the start is the call's answer.
+type Starter func(ctx context.Context, from string, req []byte) (wait func() ([]byte, error), err error)

@@ -1,0 +1,129 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Requests one goroutine Sends reach an ordered handler in the order they
+// were Sent, with their waits under way at once (the first answers only
+// once the last has started), also to the node itself and, on the twin,
+// with every request delayed at random on its way.
+func TestSendStartsInOrder(t *testing.T) {
+	const n = 200
+	for _, fb := range fabrics {
+		t.Run(fb.name, func(t *testing.T) {
+			f := fb.make(t, 2)
+			a, b := f.nets[0], f.nets[1]
+			if hub, ok := hubOf(a); ok {
+				hub.SetDelay(func(_, _, _ string) time.Duration { return time.Duration(rand.IntN(2000)) * time.Microsecond })
+			}
+			for _, target := range []Network{b, a} {
+				var mu sync.Mutex
+				var started []int
+				all := make(chan struct{})
+				target.HandleOrdered("seq", func(ctx context.Context, _ string, req []byte) (func() ([]byte, error), error) {
+					i, err := strconv.Atoi(string(req))
+					if err != nil {
+						return nil, status.Error(codes.InvalidArgument, err.Error())
+					}
+					mu.Lock()
+					started = append(started, i)
+					if len(started) == n {
+						close(all)
+					}
+					mu.Unlock()
+					return func() ([]byte, error) {
+						select {
+						case <-all:
+							return req, nil
+						case <-ctx.Done():
+							return nil, ctx.Err()
+						}
+					}, nil
+				})
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				var waits []func() ([]byte, error)
+				for i := range n {
+					wait, err := a.Send(ctx, target.Node(), "seq", []byte(strconv.Itoa(i)))
+					if err != nil {
+						t.Fatalf("send %d to %s: %v", i, target.Node(), err)
+					}
+					waits = append(waits, wait)
+				}
+				for i, wait := range waits {
+					resp, err := wait()
+					if err != nil || string(resp) != strconv.Itoa(i) {
+						t.Fatalf("call %d to %s answered %q, %v (waits not under way at once?)", i, target.Node(), resp, err)
+					}
+				}
+				cancel()
+				want := make([]int, n)
+				for i := range want {
+					want[i] = i
+				}
+				if !slices.Equal(started, want) {
+					t.Fatalf("to %s: started in the order %v", target.Node(), started)
+				}
+			}
+		})
+	}
+}
+
+// A Send's errors are Call's: a start's status comes back from wait, a
+// method without a handler is Unimplemented, an unknown node Unavailable.
+func TestSendErrors(t *testing.T) {
+	for _, fb := range fabrics {
+		t.Run(fb.name, func(t *testing.T) {
+			f := fb.make(t, 2)
+			a, b := f.nets[0], f.nets[1]
+			b.HandleOrdered("refuse", func(context.Context, string, []byte) (func() ([]byte, error), error) {
+				return nil, status.Error(codes.FailedPrecondition, "not now")
+			})
+			b.Handle("plain", func(_ context.Context, from string, req []byte) ([]byte, error) {
+				return fmt.Appendf(nil, "%s from %s", req, from), nil
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			cases := []struct {
+				node, method string
+				code         codes.Code
+				resp         string
+			}{
+				{b.Node(), "refuse", codes.FailedPrecondition, ""},
+				{b.Node(), "plain", codes.OK, "hi from " + a.Node()},
+				{b.Node(), "nope", codes.Unimplemented, ""},
+			}
+			for _, tc := range cases {
+				wait, err := a.Send(ctx, tc.node, tc.method, []byte("hi"))
+				if err != nil {
+					t.Fatalf("%s: send: %v", tc.method, err)
+				}
+				resp, err := wait()
+				if status.Code(err) != tc.code || string(resp) != tc.resp {
+					t.Errorf("%s: got %q, %v; want %q, code %v", tc.method, resp, err, tc.resp, tc.code)
+				}
+			}
+			if _, err := a.Send(ctx, "nobody", "plain", nil); status.Code(err) != codes.Unavailable {
+				t.Errorf("send to an unknown node: %v, want Unavailable", err)
+			}
+		})
+	}
+}
+
+func hubOf(n Network) (*InmemHub, bool) {
+	in, ok := n.(*inmemNetwork)
+	if !ok {
+		return nil, false
+	}
+	return in.hub, true
+}

@@ -1,0 +1,127 @@
+package forward
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/warrenmq/warren/broker/brokertest/eventually"
+	"github.com/warrenmq/warren/broker/message"
+	"github.com/warrenmq/warren/broker/queue"
+)
+
+// publishNumbered publishes messages from..to-1 of one channel, one a
+// batch, with their numbers as bodies.
+func publishNumbered(q queue.Queue, conf queue.Confirmer, from, to int) {
+	for i := from; i < to; i++ {
+		q.Publish([]queue.Publish{{Msg: &message.Message{Body: []byte(strconv.Itoa(i))}, Confirm: conf, Tag: uint64(i)}})
+	}
+}
+
+// inOrder reports the first message the owner holds out of publish order.
+func inOrder(owner *memQueue) error {
+	owner.mu.Lock()
+	defer owner.mu.Unlock()
+	last := -1
+	for _, b := range owner.bodies {
+		i, err := strconv.Atoi(b)
+		if err != nil {
+			return err
+		}
+		if i <= last {
+			return fmt.Errorf("message %d after message %d", i, last)
+		}
+		last = i
+	}
+	return nil
+}
+
+// A slow link (the first publish call held up longer than the owner ever
+// waited for a missing call) does not reorder a channel's messages: they
+// reach the queue in the order published, and all are confirmed.
+func TestForwardedPublishesKeepTheirOrderOnASlowLink(t *testing.T) {
+	hub, c, _, owner := setup(t)
+	var first atomic.Bool
+	hub.SetDelay(func(_, _, method string) time.Duration {
+		if method == methodPublish && first.CompareAndSwap(false, true) {
+			return 2500 * time.Millisecond
+		}
+		return 0
+	})
+	q := c.Queue(owner.info, "b")
+	var conf confirms
+	const n = 3000
+	publishNumbered(q, &conf, 0, 1) // the slow call
+	for i := 1; i < n; i += 100 {
+		publishNumbered(q, &conf, i, min(i+100, n))
+		time.Sleep(time.Millisecond) // calls of their own
+	}
+	eventually.True(t, 20*time.Second, "every message confirmed", func() bool {
+		a, _ := conf.counts()
+		return a == n
+	})
+	if err := inOrder(owner); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A publish call that fails (the link cut under it) nacks its messages
+// and holds up nothing: the channel's next messages are confirmed, and the
+// queue has everything it took in publish order.
+func TestAFailedPublishCallHoldsUpNothing(t *testing.T) {
+	hub, c, _, owner := setup(t)
+	owner.hold = make(chan struct{}) // the owner confirms nothing yet
+	q := c.Queue(owner.info, "b")
+	var conf confirms
+	publishNumbered(q, &conf, 0, 100)
+	eventually.True(t, 10*time.Second, "the owner has the first messages", func() bool {
+		owner.mu.Lock()
+		defer owner.mu.Unlock()
+		return len(owner.bodies) == 100
+	})
+	hub.Partition("a", "b")
+	eventually.True(t, 10*time.Second, "the first messages nacked", func() bool {
+		_, nacked := conf.counts()
+		return nacked == 100
+	})
+	hub.Heal()
+	close(owner.hold)
+	publishNumbered(q, &conf, 100, 1100)
+	eventually.True(t, 10*time.Second, "the next messages confirmed", func() bool {
+		a, _ := conf.counts()
+		return a == 1000
+	})
+	if err := inOrder(owner); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Close nacks the publishes under way and queued, ends the goroutines
+// that sent them, and nacks what is published after it.
+func TestCloseNacksWhatIsUnderWayAndLeavesNoGoroutine(t *testing.T) {
+	_, c, _, owner := setup(t)
+	owner.hold = make(chan struct{}) // never confirms
+	q := c.Queue(owner.info, "b")
+	before := runtime.NumGoroutine()
+	var conf confirms
+	publishNumbered(q, &conf, 0, 1000)
+	eventually.True(t, 10*time.Second, "the owner has messages", func() bool {
+		owner.mu.Lock()
+		defer owner.mu.Unlock()
+		return len(owner.bodies) > 0
+	})
+	c.Close()
+	if a, nacked := conf.counts(); a != 0 || nacked != 1000 {
+		t.Fatalf("after Close: %d acked, %d nacked; want 0, 1000", a, nacked)
+	}
+	publishNumbered(q, &conf, 1000, 1010)
+	if _, nacked := conf.counts(); nacked != 1010 {
+		t.Fatalf("published after Close: %d nacked in all, want 1010", nacked)
+	}
+	eventually.True(t, 10*time.Second, "the Client's goroutines ended", func() bool {
+		return runtime.NumGoroutine() <= before
+	})
+}

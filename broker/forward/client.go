@@ -158,26 +158,8 @@ type Queue struct {
 	node string
 	s    *sender
 
-	// Settlements under way: a get, purge, delete or stats call waits for
-	// them, so it sees a requeue made before it (as on one node).
-	settleMu   sync.Mutex
-	settling   int
-	settleDone chan struct{} // closed when settling drops to 0
-}
-
-// waitSettled waits for the settlements under way.
-func (q *Queue) waitSettled(ctx context.Context) {
-	q.settleMu.Lock()
-	if q.settling == 0 {
-		q.settleMu.Unlock()
-		return
-	}
-	ch := q.settleDone
-	q.settleMu.Unlock()
-	select {
-	case <-ch:
-	case <-ctx.Done():
-	}
+	// Settlements queued or under way (settle.go).
+	st settler
 }
 
 // Node is the node that holds the queue.
@@ -202,46 +184,6 @@ func (q *Queue) Requeue(seqs []uint64) { q.settle(settleRequeue, seqs) }
 
 // Reject implements queue.Queue.
 func (q *Queue) Reject(seqs []uint64) { q.settle(settleReject, seqs) }
-
-const (
-	settleAck byte = iota + 1
-	settleRequeue
-	settleReject
-)
-
-// settle sends a settlement to the owner without waiting; one that cannot
-// be sent leaves the messages unacked there (warned).
-func (q *Queue) settle(op byte, seqs []uint64) {
-	if len(seqs) == 0 {
-		return
-	}
-	req := appendSeqs(appendQueueRef(nil, q.info.Vhost, q.info.Name), op, seqs)
-	q.settleMu.Lock()
-	if q.settling == 0 {
-		q.settleDone = make(chan struct{})
-	}
-	q.settling++
-	q.settleMu.Unlock()
-	settled := func() {
-		q.settleMu.Lock()
-		q.settling--
-		if q.settling == 0 {
-			close(q.settleDone)
-		}
-		q.settleMu.Unlock()
-	}
-	ok := q.c.goroutine(func() {
-		defer settled()
-		ctx, cancel := context.WithTimeout(q.c.ctx, q.c.cfg.CallTimeout)
-		defer cancel()
-		if _, err := q.c.cfg.Network.Call(ctx, q.node, methodSettle, req); err != nil {
-			q.c.log.Warn("forward: settling messages on their queue's node failed; they stay unacked there", "node", q.node, "vhost", q.info.Vhost, "queue", q.info.Name, "messages", len(seqs), "err", err)
-		}
-	})
-	if !ok {
-		settled()
-	}
-}
 
 // Get implements queue.Queue (basic.get on the owner).
 func (q *Queue) Get(ctx context.Context, noAck bool) (queue.Delivery, bool, error) {

@@ -148,7 +148,7 @@ func (s *sub) giveCredit() {
 		return
 	}
 	s.crediting = true
-	go func() {
+	ok := s.q.c.goroutine(func() {
 		sent := uint64(0)
 		for {
 			s.mu.Lock()
@@ -159,7 +159,7 @@ func (s *sub) giveCredit() {
 				return
 			}
 			s.mu.Unlock()
-			ctx, cancel := context.WithTimeout(context.Background(), s.q.c.cfg.CallTimeout)
+			ctx, cancel := context.WithTimeout(s.q.c.ctx, s.q.c.cfg.CallTimeout)
 			_, err := s.q.c.cfg.Network.Call(ctx, s.q.node, methodCredit, appendCredit(nil, s.id, handed))
 			cancel()
 			if err != nil {
@@ -172,7 +172,10 @@ func (s *sub) giveCredit() {
 			}
 			sent = handed
 		}
-	}()
+	})
+	if !ok { // the client is closed
+		s.crediting = false
+	}
 }
 
 // Consume implements queue.Queue: c gets the owner's deliveries through

@@ -27,7 +27,7 @@ func FuzzHandlers(f *testing.F) {
 	a := hub.Network("a")
 	NewClient(Config{Network: a})
 	f.Fuzz(func(t *testing.T, req []byte) {
-		for _, method := range []string{methodPublish, methodStats, methodPurge, methodDelete, methodConsume, methodCancel, methodCredit} {
+		for _, method := range []string{methodPublish, methodStats, methodPurge, methodDelete, methodSettle, methodConsume, methodCancel, methodCredit} {
 			_, _ = a.Call(context.Background(), "b", method, req)
 		}
 		// The consumer's side: deliveries and cancels from an owner.

@@ -197,13 +197,22 @@ func (h *handlers) settle(_ context.Context, from string, req []byte) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
-	op, seqs := d.seqs()
-	if d.err != nil {
-		return nil, badRequest(d.err)
+	// One or more runs of (op, seqs), applied in order.
+	for first := true; first || len(d.b) > 0; first = false {
+		op, seqs := d.seqs()
+		if d.err != nil {
+			return nil, badRequest(d.err)
+		}
+		if op != settleAck && op != settleRequeue && op != settleReject {
+			return nil, badRequest(fmt.Errorf("%w: settle op %d", errMalformed, op))
+		}
+		h.settleRun(from, q, op, seqs)
 	}
-	if op != settleAck && op != settleRequeue && op != settleReject {
-		return nil, badRequest(fmt.Errorf("%w: settle op %d", errMalformed, op))
-	}
+	return nil, nil
+}
+
+// settleRun applies one run of a settle call.
+func (h *handlers) settleRun(from string, q queue.Queue, op byte, seqs []uint64) {
 	// Only what this node holds is settled: a stale settlement (its
 	// messages were requeued when its consumer was dropped, the queue was
 	// deleted and declared again, the node restarted) must not settle a
@@ -213,7 +222,7 @@ func (h *handlers) settle(_ context.Context, from string, req []byte) ([]byte, e
 		h.log.Debug("forward: ignoring settlements of messages the node does not hold", "from", from, "stale", len(seqs)-len(held))
 	}
 	if len(held) == 0 {
-		return nil, nil
+		return
 	}
 	switch op {
 	case settleAck:
@@ -223,7 +232,6 @@ func (h *handlers) settle(_ context.Context, from string, req []byte) ([]byte, e
 	case settleReject:
 		q.Reject(held)
 	}
-	return nil, nil
 }
 
 func (h *handlers) purge(ctx context.Context, _ string, req []byte) ([]byte, error) {

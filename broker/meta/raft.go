@@ -50,8 +50,12 @@ type RaftConfig struct {
 	// instead of waiting for the partition to heal [30s].
 	WriteTimeout time.Duration
 	// AdoptAlone: a node alone (no seeds, no DNS) whose name changed takes
-	// over the one-member group of its old name (raftgroup.Config.AdoptAlone).
+	// over the one-member group of its old name (raftgroup.Config.AdoptAlone)
+	// when the metadata's node table shows that name was this node alone:
+	// one entry, with Incarnation as its id (raft_join.go).
 	AdoptAlone bool
+	// Incarnation is this node's incarnation id (Node.ID).
+	Incarnation string
 
 	// crashAt, in tests, makes OpenRaft stop at a migration step as if the
 	// process died there (the group is closed, nothing else is undone).
@@ -103,7 +107,7 @@ func OpenRaft(ctx context.Context, cfg RaftConfig) (*Raft, error) {
 		FSM:         f,
 		Logger:      logger,
 		Timing:      cfg.Timing,
-		AdoptAlone:  cfg.AdoptAlone,
+		AdoptAlone:  adoptAlone(cfg),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("meta: %w", err)

@@ -20,6 +20,9 @@ type Cluster interface {
 	ForgetNode(ctx context.Context, name string) error
 	// Leave takes this node out of the cluster (leadership moved first).
 	Leave(ctx context.Context) error
+	// Join makes this node, alone and holding only its defaults, a member
+	// of the cluster of the node whose cluster listener is at addr.
+	Join(ctx context.Context, addr string) error
 	// Drain moves every leadership off this node, then stops taking
 	// clients; the node keeps its memberships (a restart or maintenance).
 	Drain(ctx context.Context) error
@@ -76,6 +79,23 @@ func (s *Server) forgetNode(w http.ResponseWriter, r *http.Request, u caller) {
 // leaveCluster is POST /api/cluster/leave.
 func (s *Server) leaveCluster(w http.ResponseWriter, r *http.Request, u caller) {
 	s.clusterOp(w, r, s.b.Leave)
+}
+
+// joinCluster is POST /api/cluster/join {"address": "host:port"}: `warren
+// ctl join`.
+func (s *Server) joinCluster(w http.ResponseWriter, r *http.Request, u caller) {
+	var body struct {
+		Address string `json:"address"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	if body.Address == "" {
+		writeError(w, http.StatusBadRequest, "bad_request", "join needs \"address\": the cluster address (host:port) of a node of the cluster to join")
+		return
+	}
+	s.clusterOp(w, r, func(ctx context.Context) error { return s.b.Join(ctx, body.Address) })
 }
 
 // drainNode is POST /api/cluster/drain.

@@ -44,6 +44,7 @@ var walk = map[string]expect{
 	"GET /api/cluster/status":           {tag: "monitoring"},
 	"DELETE /api/cluster/nodes/{name}":  {tag: "administrator"},
 	"POST /api/cluster/leave":           {tag: "administrator"},
+	"POST /api/cluster/join":            {tag: "administrator", body: map[string]any{"address": "127.0.0.1:1"}},
 	"POST /api/cluster/drain":           {tag: "administrator"},
 	"POST /api/cluster/decommission":    {tag: "administrator"},
 	"GET /api/extensions":               {tag: "management"},

@@ -82,6 +82,7 @@ func Routes() []Route {
 		{Pattern: "GET /api/cluster/status", Tag: monitor, Vhost: none, fn: (*Server).clusterStatus},
 		{Pattern: "DELETE /api/cluster/nodes/{name}", Tag: admin, Vhost: none, fn: (*Server).forgetNode},
 		{Pattern: "POST /api/cluster/leave", Tag: admin, Vhost: none, fn: (*Server).leaveCluster},
+		{Pattern: "POST /api/cluster/join", Tag: admin, Vhost: none, fn: (*Server).joinCluster},
 		{Pattern: "POST /api/cluster/drain", Tag: admin, Vhost: none, fn: (*Server).drainNode},
 		{Pattern: "POST /api/cluster/decommission", Tag: admin, Vhost: none, fn: (*Server).decommissionNode},
 		{Pattern: "GET /api/extensions", Tag: mgmt, Vhost: none, fn: (*Server).extensions},

@@ -79,7 +79,7 @@ func openCluster(ctx context.Context, cfg config.Config, log *slog.Logger) (c *c
 		return c, fmt.Errorf("server: open the raft log store: %w", err)
 	}
 	c.peers = openPeerBook(cfg.Path("raft", "peers.json"), nw, log)
-	if c.meta, err = meta.OpenRaft(ctx, meta.RaftConfig{Dir: cfg.Path("meta"), Network: nw, Stores: c.logs, Logger: log, WriteTimeout: cl.MetadataWriteTimeout, AdoptAlone: len(cl.Seeds) == 0 && cl.DNS == ""}); err != nil {
+	if c.meta, err = meta.OpenRaft(ctx, meta.RaftConfig{Dir: cfg.Path("meta"), Network: nw, Stores: c.logs, Logger: log, WriteTimeout: cl.MetadataWriteTimeout, AdoptAlone: len(cl.Seeds) == 0 && cl.DNS == "", Incarnation: id}); err != nil {
 		if errors.Is(err, raftgroup.ErrNotMember) {
 			return c, fmt.Errorf("server: %w; if it was removed from its cluster (leave, forget-node), empty its data directory to join again as a new member; if cluster.node_name changed, set it back", err)
 		}
@@ -95,7 +95,7 @@ func openCluster(ctx context.Context, cfg config.Config, log *slog.Logger) (c *c
 	c.members = membership.New(membership.Config{
 		Self: c.self, Seeds: cl.Seeds, DNS: cl.DNS, DefaultPort: port,
 		Network: nw, Hello: c.hello, Group: metaGroup{c.meta}, Directory: metaDirectory{c.meta}, Log: log,
-		SetAddress: nw.SetAddress,
+		SetAddress: nw.SetAddress, Forgotten: c.forgotten,
 	})
 	if err := c.members.Start(ctx); err != nil {
 		return c, fmt.Errorf("server: %w", err)
@@ -131,10 +131,10 @@ func (c *clusterNode) setDraining(ctx context.Context, draining bool) error {
 
 // forgetStaleNames removes, in a cluster of one, the directory entries of
 // this node's old names (its incarnation id under another name, not a
-// member): the old name of a renamed node, whose queue records it then
-// adopts. Another node's entry is left alone: a node joining right now is
-// recorded before it is added as a voter, and forgetting it would leave a
-// voter without an address.
+// member): the old name of a renamed node, whose queue records it adopts
+// first (their files are in its data directory). Another node's entry is
+// left alone: a node joining right now is recorded before it is added as a
+// voter, and forgetting it would leave a voter without an address.
 func (c *clusterNode) forgetStaleNames(ctx context.Context) error {
 	g := c.meta.Group()
 	if !g.IsLeader() {
@@ -145,14 +145,48 @@ func (c *clusterNode) forgetStaleNames(ctx context.Context) error {
 		return nil
 	}
 	for _, n := range c.meta.Nodes() {
-		if n.Name != servers[0].Node && n.ID == c.self.ID {
-			c.log.Info("cluster: forgetting a name that is not a member", "node", n.Name)
-			if err := c.meta.DeleteNode(ctx, n.Name); err != nil {
-				return fmt.Errorf("server: forget %s: %w", n.Name, err)
+		if n.Name == servers[0].Node || n.ID != c.self.ID {
+			continue
+		}
+		c.log.Info("cluster: this node was renamed: adopting the queues of its old name, then forgetting it", "old", n.Name, "node", c.self.Name)
+		for _, v := range c.meta.Vhosts() {
+			for _, q := range c.meta.Queues(v.Name) {
+				if q.Node != n.Name {
+					continue
+				}
+				q.Node = c.self.Name
+				if err := c.meta.PutQueue(ctx, q); err != nil {
+					return fmt.Errorf("server: adopt queue '%s' in vhost '%s' of the old name %s: %w", q.Name, v.Name, n.Name, err)
+				}
 			}
+		}
+		if err := c.meta.DeleteNode(ctx, n.Name); err != nil {
+			return fmt.Errorf("server: forget %s: %w", n.Name, err)
 		}
 	}
 	return nil
+}
+
+// forgotten runs on the metadata leader when node is taken out of the
+// cluster (forget-node, leave): the records of the queues and streams that
+// lived on it are deleted with their bindings, as RabbitMQ's
+// forget_cluster_node deletes a removed node's classic queues. Their
+// messages were only on that node: it is gone from the cluster, and a
+// record left behind would be a queue nobody can use or re-declare.
+func (c *clusterNode) forgotten(ctx context.Context, node string) error {
+	var errs []error
+	for _, v := range c.meta.Vhosts() {
+		for _, q := range c.meta.Queues(v.Name) {
+			if q.Node != node {
+				continue
+			}
+			c.log.Warn("cluster: deleting a queue of the removed node (its messages were on that node)", "queue", q.Name, "vhost", v.Name, "node", node)
+			if err := c.meta.DeleteQueue(ctx, v.Name, q.Name); err != nil {
+				errs = append(errs, fmt.Errorf("server: delete queue '%s' in vhost '%s' of the removed node %s: %w", q.Name, v.Name, node, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // advertiseAddr is cluster.advertise, else the listener's own address when

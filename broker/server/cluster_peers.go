@@ -52,7 +52,16 @@ func openPeerBook(path string, nw *transport.GRPCNetwork, log *slog.Logger) *pee
 
 // learn takes the metadata's node table as the truth: it tells the
 // transport every address and rewrites the cache when something changed.
+//
+// An empty table is not taken: a member's table lists at least itself,
+// so an empty one is a metadata not applied yet (a restart whose log the
+// leader has not confirmed, a node wiped to join another cluster), and
+// taking it would drop the cached addresses the node needs to reach its
+// peers.
 func (p *peerBook) learn(nodes []meta.Node) {
+	if len(nodes) == 0 {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	next := make(map[string]string, len(nodes))

@@ -10,8 +10,8 @@
 //
 // Startup order: lock, meta, the transient queues (and, one node being the
 // whole cluster, exchanges) a crash or kill left in meta dropped
-// (vhost.DropTransient), a renamed lone node's queues adopted
-// (vhost.AdoptOrphans), the data directory's layout migration
+// (vhost.DropTransient; a renamed lone node's queues were adopted when it
+// joined: forgetStaleNames), the data directory's layout migration
 // (store.MigrateLayout, from the durable queues meta lists), vhosts (queues
 // recover their messages), then listeners, so no client sees a
 // half-recovered node.

@@ -112,11 +112,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		lock.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	if err := vhost.AdoptOrphans(ctx, m, cfg.Cluster.NodeName); err != nil {
-		_ = m.Close()
-		lock.Close()
-		return nil, fmt.Errorf("server: %w", err)
-	}
 	if err := store.MigrateLayout(ctx, cfg.DataDir, durableQueues(m), log); err != nil {
 		_ = cn.close()
 		lock.Close()

@@ -32,9 +32,7 @@
 // the node. Errors crossing nodes are gRPC status errors (ToStatus,
 // FromStatus) carrying RabbitMQ's text.
 // DropTransient, at node start, deletes the non-durable and exclusive queues
-// a crash left in the metadata on this node; AdoptOrphans, on a node that
-// is alone, re-places on it the queues of a node name that is no member
-// (cluster.node_name changed).
+// a crash left in the metadata on this node.
 //
 // A meta.Reset event (a replicated store installed a snapshot) resyncs
 // the whole vhost from the store's reads. Events may repeat (a retried

@@ -9,8 +9,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// clusterCommands are `warren ctl cluster-status`, `forget-node`, `leave`,
-// `drain` and `decommission`: the node's cluster through its HTTP API.
+// clusterCommands are `warren ctl cluster-status`, `join`, `forget-node`,
+// `leave`, `drain` and `decommission`: the node's cluster through its HTTP
+// API.
 func clusterCommands(c *ctlClient) []*cobra.Command {
 	status := &cobra.Command{
 		Use:   "cluster-status",
@@ -69,8 +70,23 @@ func clusterCommands(c *ctlClient) []*cobra.Command {
 			return c.do(http.MethodDelete, "/api/cluster/nodes/"+url.PathEscape(args[0]), nil, nil)
 		},
 	}
+	join := &cobra.Command{
+		Use:   "join ADDRESS",
+		Short: "Make this node, alone and with only its defaults, a member of the cluster of the node at ADDRESS (its cluster listener, host:port)",
+		Long: "Make this node a member of another cluster (as rabbitmqctl join_cluster), without a restart.\n" +
+			"ADDRESS is the cluster listener (cluster.advertise, host:port) of any node of that cluster.\n" +
+			"The node must be alone in a cluster of its own and hold nothing besides the default vhost, user\n" +
+			"and permission: RabbitMQ resets a joining node and loses its data; Warren refuses instead.\n" +
+			"Its client connections are closed; it then has the cluster's definitions. The membership\n" +
+			"survives restarts.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c.say(cmd, "Joining the cluster of the node at %s ...", args[0])
+			return c.do(http.MethodPost, "/api/cluster/join", map[string]string{"address": args[0]}, nil)
+		},
+	}
 	cmds := []*cobra.Command{
-		status, forget,
+		status, join, forget,
 		op("leave", "Take the node out of its cluster (leaderships move first); stop it afterwards",
 			"Leaving the cluster ...", http.MethodPost, "/api/cluster/leave"),
 		op("drain", "Move every leadership off the node, then stop taking clients (maintenance, restart)",
@@ -81,7 +97,7 @@ func clusterCommands(c *ctlClient) []*cobra.Command {
 	// --delay: a Kubernetes preStop hook runs `drain --delay 10s`, so the
 	// proxies stop routing new clients to the terminating pod before its
 	// listeners close (the operator's StatefulSet does).
-	drain := cmds[3]
+	drain := cmds[4]
 	delay := drain.Flags().Duration("delay", 0, "wait this long before draining (in a preStop hook: until the pod is out of the Service's endpoints)")
 	run := drain.RunE
 	drain.RunE = func(cmd *cobra.Command, args []string) error {

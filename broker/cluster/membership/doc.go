@@ -17,6 +17,14 @@
 // one seed list form one cluster, not several; a seed that does not answer
 // holds everyone back rather than risk two clusters.
 //
+// Join (warren ctl join) moves a node that is alone in a cluster of its
+// own into another cluster without a restart: the other cluster's leader
+// is asked first (MethodCheckJoin) whether it would admit the node, then
+// the caller wipes the node's own state (its group is reset to Fresh), and
+// the node asks to be added as a fresh node does. Forgotten (Config) runs
+// on the leader when a node is forgotten or leaves, before its directory
+// entry goes: the server deletes the queues that lived on it.
+//
 // A member is never re-added under the name of a node whose disk was
 // wiped: the leader refuses a join (codes.AlreadyExists) from a name that is
 // a member under another incarnation id until it is forgotten

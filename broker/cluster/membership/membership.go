@@ -79,7 +79,12 @@ type Config struct {
 	Directory Directory
 	// SetAddress tells the transport where a node listens (an announce).
 	SetAddress func(node, addr string) error
-	Log        *slog.Logger
+	// Forgotten runs on the leader when a node is taken out (forget-node,
+	// leave), after it left the configuration and before its directory
+	// entry goes (so a retried forget runs it again): the server deletes the
+	// records of the queues that lived on it. Optional.
+	Forgotten func(ctx context.Context, node string) error
+	Log       *slog.Logger
 	// RetryInterval is the pause between discovery rounds [1s].
 	RetryInterval time.Duration
 }
@@ -109,6 +114,7 @@ func New(cfg Config) *Membership {
 	cfg.Network.Handle(MethodJoin, m.handleJoin)
 	cfg.Network.Handle(MethodForget, m.handleForget)
 	cfg.Network.Handle(MethodAnnounce, m.handleAnnounce)
+	cfg.Network.Handle(MethodCheckJoin, m.handleCheckJoin)
 	return m
 }
 
@@ -375,15 +381,8 @@ func (m *Membership) handleJoin(ctx context.Context, from string, req []byte) ([
 // A name that is a member under another incarnation is refused: that node
 // lost its data (and its Raft votes) and must be forgotten first.
 func (m *Membership) admit(ctx context.Context, n Node) error {
-	servers, err := m.cfg.Group.Configuration(ctx)
-	if err != nil {
-		return toStatus(err)
-	}
-	member := slices.ContainsFunc(servers, func(s raftgroup.Server) bool { return s.Node == n.Name })
-	// A member with no directory entry, or another incarnation, is refused
-	// too: re-adding it would make a voter that forgot its votes.
-	if old, ok := m.cfg.Directory.Node(n.Name); member && (!ok || old.ID != n.ID) {
-		return status.Errorf(codes.AlreadyExists, "membership: node %s is a member with other data (its disk was replaced?); forget it first: warren ctl forget-node %s", n.Name, n.Name)
+	if err := m.checkAdmit(ctx, n, false); err != nil {
+		return err
 	}
 	if err := m.cfg.Directory.PutNode(ctx, n); err != nil {
 		return toStatus(err)
@@ -431,6 +430,11 @@ func (m *Membership) handleForget(ctx context.Context, from string, req []byte) 
 	}
 	if member {
 		if err := m.cfg.Group.RemoveServer(ctx, node); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	if m.cfg.Forgotten != nil {
+		if err := m.cfg.Forgotten(ctx, node); err != nil {
 			return nil, toStatus(err)
 		}
 	}

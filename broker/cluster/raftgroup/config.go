@@ -34,10 +34,11 @@ type Config struct {
 	Bootstrap bool
 	// AdoptAlone: when the group's configuration is one voter that is not
 	// this node (the node was renamed: the data directory is that voter's),
-	// make it this node (raft's RecoverCluster). With one member there is
-	// nobody to disagree. Without it, or with more members, a node that is
-	// not in its group's configuration gets ErrNotMember from Open.
-	AdoptAlone bool
+	// make it this node (raft's RecoverCluster), if AdoptAlone.Alone finds in
+	// the group's state that this node was that voter (see Adopt). With one
+	// member there is nobody to disagree. Nil, or with more members, a node
+	// that is not in its group's configuration gets ErrNotMember from Open.
+	AdoptAlone *Adopt
 }
 
 // Timing tunes a group; a zero field takes the default in brackets.

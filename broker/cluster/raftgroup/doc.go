@@ -22,7 +22,14 @@
 // timeout); any other node joins when the leader calls AddVoter for it. A reopened group (not Fresh) restores its latest snapshot into the
 // FSM inside Open, then applies the committed entries after it once a
 // leader tells it the commit index. Close shuts raft and the group's
-// transport down; the log and snapshots stay for the next Open.
+// transport down; the log and snapshots stay for the next Open. Reset
+// wipes a group that is this node alone (log, term, snapshots; the caller
+// empties its FSM in a callback) and restarts raft Fresh, so the node can
+// be added to another cluster's group without a restart; Group keeps its
+// identity, its raft is swapped (an atomic pointer: calls in flight on the
+// old one fail with ErrClosed). A reopened group whose configuration is
+// one other voter is adopted only with Config.AdoptAlone, whose check reads
+// the group's replayed state (adopt.go).
 //
 // # Contract
 //
@@ -69,5 +76,7 @@
 // one goroutine per call to watch raft's future (raft futures take no
 // context). The group takes no lock of its callers: it calls out only to
 // the FSM, the log store and the Network, under no lock of its own
-// (hurryMu, held across raft's ReloadConfig, and leaderMu are leaves).
+// (hurryMu, held across raft's ReloadConfig, and leaderMu are leaves;
+// resetMu is held by Reset across raft's shutdown and the caller's wipe,
+// which runs the caller's FSM subscribers: see LOCKS.md).
 package raftgroup

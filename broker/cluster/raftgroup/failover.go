@@ -32,10 +32,10 @@ func (g *Group) hurry(why, leader string) {
 	}
 	// The election timeout too: after a split vote the candidates retry
 	// within a lease as well.
-	rc := g.raft.ReloadableConfig()
+	rc := g.r().ReloadableConfig()
 	rc.HeartbeatTimeout = g.timing.LeaderLeaseTimeout
 	rc.ElectionTimeout = g.timing.LeaderLeaseTimeout
-	if err := g.raft.ReloadConfig(rc); err != nil {
+	if err := g.r().ReloadConfig(rc); err != nil {
 		g.log.Warn("raftgroup: cannot shorten the heartbeat timeout", "why", why, "error", err)
 		return
 	}
@@ -47,7 +47,7 @@ func (g *Group) hurry(why, leader string) {
 // itself at once rather than after a heartbeat timeout (a single node's
 // start, or a bootstrap).
 func (g *Group) hurryAlone() {
-	f := g.raft.GetConfiguration()
+	f := g.r().GetConfiguration()
 	if f.Error() != nil {
 		return
 	}
@@ -69,10 +69,10 @@ func (g *Group) leaderKnown() {
 	if !g.hurried {
 		return
 	}
-	rc := g.raft.ReloadableConfig()
+	rc := g.r().ReloadableConfig()
 	rc.HeartbeatTimeout = g.timing.HeartbeatTimeout
 	rc.ElectionTimeout = g.timing.ElectionTimeout
-	if err := g.raft.ReloadConfig(rc); err != nil {
+	if err := g.r().ReloadConfig(rc); err != nil {
 		g.log.Warn("raftgroup: cannot restore the heartbeat timeout", "error", err)
 		return
 	}

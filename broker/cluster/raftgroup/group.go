@@ -32,16 +32,18 @@ var (
 
 // Group is one Raft group opened on this node.
 type Group struct {
-	id     string
-	node   string
-	raft   *raft.Raft
-	log    *slog.Logger
-	obsCh  chan raft.Observation
-	obs    *raft.Observer
-	done   chan struct{}
-	wg     sync.WaitGroup
-	fresh  bool
-	closed sync.Once
+	id      string
+	node    string
+	raft    atomic.Pointer[raft.Raft] // replaced only by Reset; read through r()
+	cfg     Config                    // as opened, for Reset
+	log     *slog.Logger
+	obsCh   chan raft.Observation
+	obs     *raft.Observer
+	done    chan struct{}
+	wg      sync.WaitGroup
+	fresh   atomic.Bool
+	closed  sync.Once
+	resetMu sync.Mutex // serializes Reset and Close
 
 	nudging atomic.Bool // a nudge's barrier is under way
 
@@ -66,62 +68,23 @@ func Open(cfg Config) (*Group, error) {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	logger = logger.With("group", cfg.ID)
-	hl := newHCLogger(logger, "raft")
 	t := cfg.Timing.withDefaults()
-
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(cfg.Node)
-	rc.HeartbeatTimeout = t.HeartbeatTimeout
-	rc.ElectionTimeout = t.ElectionTimeout
-	rc.LeaderLeaseTimeout = t.LeaderLeaseTimeout
-	rc.CommitTimeout = t.CommitTimeout
-	rc.MaxAppendEntries = t.MaxAppendEntries
-	rc.BatchApplyCh = true
-	rc.SnapshotInterval = t.SnapshotInterval
-	rc.SnapshotThreshold = t.SnapshotThreshold
-	rc.TrailingLogs = t.TrailingLogs
-	rc.Logger = hl
-	rc.NoLegacyTelemetry = true
-	if err := raft.ValidateConfig(rc); err != nil {
-		return nil, fmt.Errorf("raftgroup %s: %w", cfg.ID, err)
-	}
-
-	store := cfg.Stores.Group(cfg.ID)
-	logs, err := raft.NewLogCache(t.MaxAppendEntries*2, store)
+	r, had, err := startRaft(cfg, t, logger)
 	if err != nil {
-		return nil, fmt.Errorf("raftgroup %s: log cache: %w", cfg.ID, err)
-	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.SnapshotDir, 2, hl.Named("snapshot"))
-	if err != nil {
-		return nil, fmt.Errorf("raftgroup %s: snapshot store: %w", cfg.ID, err)
-	}
-	had, err := raft.HasExistingState(logs, store, snaps)
-	if err != nil {
-		return nil, fmt.Errorf("raftgroup %s: read state: %w", cfg.ID, err)
-	}
-	trans := cfg.Network.Group(cfg.ID)
-	if had {
-		if err := checkMember(cfg, rc, logs, store, snaps, trans, logger); err != nil {
-			_ = trans.Close()
-			return nil, err
-		}
-	}
-	r, err := raft.NewRaft(rc, cfg.FSM, logs, store, snaps, trans)
-	if err != nil {
-		_ = trans.Close()
-		return nil, fmt.Errorf("raftgroup %s: %w", cfg.ID, err)
+		return nil, err
 	}
 	g := &Group{
 		id:            cfg.ID,
 		node:          cfg.Node,
-		raft:          r,
+		cfg:           cfg,
 		log:           logger,
 		obsCh:         make(chan raft.Observation, 16),
 		done:          make(chan struct{}),
-		fresh:         !had,
 		leaderChanged: make(chan struct{}),
 		timing:        t,
 	}
+	g.raft.Store(r)
+	g.fresh.Store(!had)
 	g.obs = raft.NewObserver(g.obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
 		case raft.LeaderObservation, raft.RaftState:
@@ -145,15 +108,67 @@ func Open(cfg Config) (*Group, error) {
 	return g, nil
 }
 
+// startRaft starts raft on the node's log store and the group's
+// transport, and reports whether the group had state.
+func startRaft(cfg Config, t Timing, logger *slog.Logger) (*raft.Raft, bool, error) {
+	hl := newHCLogger(logger, "raft")
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.Node)
+	rc.HeartbeatTimeout = t.HeartbeatTimeout
+	rc.ElectionTimeout = t.ElectionTimeout
+	rc.LeaderLeaseTimeout = t.LeaderLeaseTimeout
+	rc.CommitTimeout = t.CommitTimeout
+	rc.MaxAppendEntries = t.MaxAppendEntries
+	rc.BatchApplyCh = true
+	rc.SnapshotInterval = t.SnapshotInterval
+	rc.SnapshotThreshold = t.SnapshotThreshold
+	rc.TrailingLogs = t.TrailingLogs
+	rc.Logger = hl
+	rc.NoLegacyTelemetry = true
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, false, fmt.Errorf("raftgroup %s: %w", cfg.ID, err)
+	}
+
+	store := cfg.Stores.Group(cfg.ID)
+	logs, err := raft.NewLogCache(t.MaxAppendEntries*2, store)
+	if err != nil {
+		return nil, false, fmt.Errorf("raftgroup %s: log cache: %w", cfg.ID, err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.SnapshotDir, 2, hl.Named("snapshot"))
+	if err != nil {
+		return nil, false, fmt.Errorf("raftgroup %s: snapshot store: %w", cfg.ID, err)
+	}
+	had, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		return nil, false, fmt.Errorf("raftgroup %s: read state: %w", cfg.ID, err)
+	}
+	trans := cfg.Network.Group(cfg.ID)
+	if had {
+		if err := checkMember(cfg, rc, logs, store, snaps, trans, logger); err != nil {
+			_ = trans.Close()
+			return nil, false, err
+		}
+	}
+	r, err := raft.NewRaft(rc, cfg.FSM, logs, store, snaps, trans)
+	if err != nil {
+		_ = trans.Close()
+		return nil, false, fmt.Errorf("raftgroup %s: %w", cfg.ID, err)
+	}
+	return r, had, nil
+}
+
+// r is the group's raft (Reset replaces it).
+func (g *Group) r() *raft.Raft { return g.raft.Load() }
+
 // Bootstrap makes a Fresh group a one-member cluster of this node (it
 // elects itself within an election timeout); others join with AddVoter.
 // ErrNotFresh when the group had state at Open, or was bootstrapped.
 func (g *Group) Bootstrap(ctx context.Context) error {
-	if !g.fresh {
+	if !g.fresh.Load() {
 		return fmt.Errorf("raftgroup %s: bootstrap: %w", g.id, ErrNotFresh)
 	}
 	err := g.wait(ctx, func() raft.Future {
-		return g.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
+		return g.r().BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
 			Suffrage: raft.Voter, ID: raft.ServerID(g.node), Address: raft.ServerAddress(g.node),
 		}}})
 	})
@@ -208,16 +223,16 @@ func (g *Group) Node() string { return g.node }
 
 // Fresh reports whether the group had no state (no log, term or snapshot)
 // when it was opened; it stays so after Bootstrap.
-func (g *Group) Fresh() bool { return g.fresh }
+func (g *Group) Fresh() bool { return g.fresh.Load() }
 
 // Leader is the current leader's node name, "" when none is known.
 func (g *Group) Leader() string {
-	addr, _ := g.raft.LeaderWithID()
+	addr, _ := g.r().LeaderWithID()
 	return string(addr)
 }
 
 // IsLeader reports whether this node leads the group.
-func (g *Group) IsLeader() bool { return g.raft.State() == raft.Leader }
+func (g *Group) IsLeader() bool { return g.r().State() == raft.Leader }
 
 // WaitLeader returns the leader's node name once one is known, or ctx's
 // error, or ErrClosed.
@@ -231,7 +246,7 @@ func (g *Group) WaitLeader(ctx context.Context) (string, error) {
 		if l := g.Leader(); l != "" {
 			return l, nil
 		}
-		if g.raft.State() == raft.Shutdown {
+		if g.r().State() == raft.Shutdown {
 			return "", ErrClosed
 		}
 		select {
@@ -252,7 +267,7 @@ func (g *Group) WaitLeader(ctx context.Context) (string, error) {
 func (g *Group) Apply(ctx context.Context, cmd []byte) (any, uint64, error) {
 	var f raft.ApplyFuture
 	if err := g.wait(ctx, func() raft.Future {
-		f = g.raft.Apply(cmd, timeoutOf(ctx))
+		f = g.r().Apply(cmd, timeoutOf(ctx))
 		return f
 	}); err != nil {
 		return nil, 0, err
@@ -268,45 +283,47 @@ func (g *Group) Apply(ctx context.Context, cmd []byte) (any, uint64, error) {
 // forwarded the write and waits to apply it answers its client sooner.
 // One nudge at a time; none in a group of one.
 func (g *Group) nudge(index uint64) {
-	if g.raft.LastIndex() != index || !g.nudging.CompareAndSwap(false, true) {
+	if g.r().LastIndex() != index || !g.nudging.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
 		defer g.nudging.Store(false)
-		cf := g.raft.GetConfiguration()
+		cf := g.r().GetConfiguration()
 		if cf.Error() != nil || len(cf.Configuration().Servers) < 2 {
 			return
 		}
-		_ = g.raft.Barrier(g.timing.CommitTimeout).Error()
+		_ = g.r().Barrier(g.timing.CommitTimeout).Error()
 	}()
 }
 
 // Barrier returns once every entry committed before it has been applied to
 // this (leader) node's FSM.
 func (g *Group) Barrier(ctx context.Context) error {
-	return g.wait(ctx, func() raft.Future { return g.raft.Barrier(timeoutOf(ctx)) })
+	return g.wait(ctx, func() raft.Future { return g.r().Barrier(timeoutOf(ctx)) })
 }
 
 // Snapshot takes a snapshot now (and compacts the log up to TrailingLogs).
 func (g *Group) Snapshot(ctx context.Context) error {
-	return g.wait(ctx, func() raft.Future { return g.raft.Snapshot() })
+	return g.wait(ctx, func() raft.Future { return g.r().Snapshot() })
 }
 
 // AppliedIndex is the index of the last entry raft handed to the FSM.
-func (g *Group) AppliedIndex() uint64 { return g.raft.AppliedIndex() }
+func (g *Group) AppliedIndex() uint64 { return g.r().AppliedIndex() }
 
 // Stats is raft's own view of the group (state, term, indexes...), for
 // diagnostics.
-func (g *Group) Stats() map[string]string { return g.raft.Stats() }
+func (g *Group) Stats() map[string]string { return g.r().Stats() }
 
 // Close shuts raft down (and the group's transport with it); the log and
 // snapshots stay for the next Open. Safe to call more than once.
 func (g *Group) Close() error {
 	var err error
 	g.closed.Do(func() {
+		g.resetMu.Lock()
+		defer g.resetMu.Unlock()
 		g.stopWatch()
-		err = g.raft.Shutdown().Error()
-		g.raft.DeregisterObserver(g.obs)
+		err = g.r().Shutdown().Error()
+		g.r().DeregisterObserver(g.obs)
 		close(g.done)
 		g.wg.Wait()
 		if err != nil {

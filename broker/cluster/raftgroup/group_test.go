@@ -265,7 +265,7 @@ func TestLeaderNodeDownElectsWithinALease(t *testing.T) {
 		eventually.True(t, 5*time.Second, g.Node()+" restores its heartbeat timeout", func() bool {
 			g.hurryMu.Lock()
 			defer g.hurryMu.Unlock()
-			return !g.hurried && g.raft.ReloadableConfig().HeartbeatTimeout == slow.HeartbeatTimeout
+			return !g.hurried && g.r().ReloadableConfig().HeartbeatTimeout == slow.HeartbeatTimeout
 		})
 	}
 }
@@ -290,7 +290,7 @@ func TestOneMemberElectsItselfAtOnce(t *testing.T) {
 		cancel()
 		t.Logf("bootstrap %v: leader after %v", bootstrap, time.Since(start))
 		eventually.True(t, 5*time.Second, "the heartbeat timeout is restored", func() bool {
-			return g.raft.ReloadableConfig().HeartbeatTimeout == slow.HeartbeatTimeout
+			return g.r().ReloadableConfig().HeartbeatTimeout == slow.HeartbeatTimeout
 		})
 		must(t, g.Close())
 	}

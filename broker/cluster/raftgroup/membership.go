@@ -18,7 +18,7 @@ type Server struct {
 // committed; node then catches up from the log or a snapshot.
 func (g *Group) AddVoter(ctx context.Context, node string) error {
 	return g.wait(ctx, func() raft.Future {
-		return g.raft.AddVoter(raft.ServerID(node), raft.ServerAddress(node), 0, timeoutOf(ctx))
+		return g.r().AddVoter(raft.ServerID(node), raft.ServerAddress(node), 0, timeoutOf(ctx))
 	})
 }
 
@@ -28,7 +28,7 @@ func (g *Group) AddVoter(ctx context.Context, node string) error {
 // stops hearing from the group: its node closes it.
 func (g *Group) RemoveServer(ctx context.Context, node string) error {
 	return g.wait(ctx, func() raft.Future {
-		return g.raft.RemoveServer(raft.ServerID(node), 0, timeoutOf(ctx))
+		return g.r().RemoveServer(raft.ServerID(node), 0, timeoutOf(ctx))
 	})
 }
 
@@ -38,9 +38,9 @@ func (g *Group) RemoveServer(ctx context.Context, node string) error {
 func (g *Group) TransferLeadership(ctx context.Context, node string) error {
 	return g.wait(ctx, func() raft.Future {
 		if node == "" {
-			return g.raft.LeadershipTransfer()
+			return g.r().LeadershipTransfer()
 		}
-		return g.raft.LeadershipTransferToServer(raft.ServerID(node), raft.ServerAddress(node))
+		return g.r().LeadershipTransferToServer(raft.ServerID(node), raft.ServerAddress(node))
 	})
 }
 
@@ -49,7 +49,7 @@ func (g *Group) TransferLeadership(ctx context.Context, node string) error {
 func (g *Group) Configuration(ctx context.Context) ([]Server, error) {
 	var f raft.ConfigurationFuture
 	if err := g.wait(ctx, func() raft.Future {
-		f = g.raft.GetConfiguration()
+		f = g.r().GetConfiguration()
 		return f
 	}); err != nil {
 		return nil, err

@@ -17,15 +17,17 @@ import (
 // requests and matches the answers that come back to them by id.
 type clientLink struct {
 	*link
-	peer string
+	peer  string
+	heard *heard
+	from  *lastHeard // the peer's entry in heard: marked at each frame
 
 	mu      sync.Mutex
 	next    uint64
 	pending map[uint64]chan *pb.Message
 }
 
-func newClientLink(ctx context.Context, peer string, s frameStream, stats *counters, limit int) *clientLink {
-	c := &clientLink{link: newLink(ctx, s, stats, limit), peer: peer, pending: map[uint64]chan *pb.Message{}}
+func newClientLink(ctx context.Context, peer string, s frameStream, stats *counters, limit int, h *heard, from *lastHeard) *clientLink {
+	c := &clientLink{link: newLink(ctx, s, stats, limit), peer: peer, heard: h, from: from, pending: map[uint64]chan *pb.Message{}}
 	go c.read()
 	return c
 }
@@ -39,6 +41,7 @@ func (c *clientLink) read() {
 			c.cancel(err)
 			return
 		}
+		c.heard.mark(c.from)
 		c.stats.framesReceived.Add(1)
 		c.stats.messagesReceived.Add(uint64(len(f.GetMessages())))
 		for _, m := range f.GetMessages() {

@@ -72,13 +72,20 @@
 //
 // Failure signal. Watch reports each peer up when its connection is ready
 // and down when it breaks or cannot be made (refused, reset) or when the
-// peer stops answering the node heartbeat: a ping on the control stream
-// every Config.PingInterval (500 ms), down when one is not answered within
-// Config.PingTimeout (2 s) although the connection stands (a hung process,
-// a black-holed link), up again when one is. One event per node, not per
-// group: the Raft groups start elections in the groups a dead node led.
-// gRPC's own keepalive (Config.KeepaliveInterval, 10 s at least on the
-// dialling side) closes a connection that stays silent.
+// peer falls silent although the connection stands (a hung process, a
+// black-holed link). Any frame from the peer counts as hearing from it: an
+// answer on this node's streams or a request on the peer's (liveness.go).
+// A peer silent for Config.PingInterval (500 ms) gets a ping, the node
+// heartbeat, on the control stream; one that does not answer within
+// Config.PingTimeout (2 s) of when it was last heard from is down, up
+// again once it is heard from. So pings flow only between nodes with
+// nothing else to say (a Raft leader's heartbeats to its followers and
+// their answers stand for them both ways), and of such a pair only the
+// node whose name sorts first pings (the other waits half an interval
+// longer and hears those pings): an idle cluster sends few. One event per
+// node, not per group: the Raft groups start elections in the groups a
+// dead node led. gRPC's own keepalive (Config.KeepaliveInterval, 10 s at
+// least on the dialling side) closes a connection that stays silent.
 //
 // # The in-memory twin
 //

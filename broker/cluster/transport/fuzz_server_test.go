@@ -83,7 +83,7 @@ func FuzzServerStream(f *testing.F) {
 		if proto.Unmarshal(b, &fr) != nil {
 			return
 		}
-		n := &GRPCNetwork{core: newCore("n2", nil, 50*time.Millisecond), log: slog.New(slog.DiscardHandler), maxMsg: 1 << 16, maxSnapshot: 1 << 16}
+		n := &GRPCNetwork{core: newCore("n2", nil, 50*time.Millisecond), log: slog.New(slog.DiscardHandler), maxMsg: 1 << 16, maxSnapshot: 1 << 16, heard: newHeard()}
 		n.HandleOrdered("echo", func(_ context.Context, _ string, req []byte) (func() ([]byte, error), error) {
 			return func() ([]byte, error) { return req, nil }, nil
 		})

@@ -48,9 +48,12 @@ type Config struct {
 	// MaxMessageBytes bounds one message (an AppendEntries with its
 	// entries, a call's request or answer); default DefaultMaxMessageBytes.
 	MaxMessageBytes int
-	// PingInterval is how often a node heartbeat goes to each peer
-	// (default 500 ms); a peer that does not answer one within PingTimeout
-	// (default 2 s) is reported down (Watch) until it answers again.
+	// PingInterval: a peer not heard from for this long (no frame from
+	// it on any stream) gets a node heartbeat (default 500 ms); a peer
+	// that does not answer one within PingTimeout of when it was last
+	// heard from (default 2 s) is reported down (Watch) until it is heard
+	// from again. Of two nodes with nothing else to say, the one whose
+	// name sorts first pings: the other hears its pings.
 	PingInterval, PingTimeout time.Duration
 	// KeepaliveInterval is how often gRPC probes an idle connection; one
 	// unanswered for another interval is closed (default 10 s, gRPC's
@@ -75,6 +78,7 @@ type GRPCNetwork struct {
 	creds credentials.TransportCredentials // for dialling; nil: plaintext
 	stats counters
 	watch watchers
+	heard *heard
 
 	secret      [sha256.Size]byte
 	maxMsg      int
@@ -125,7 +129,7 @@ func NewGRPC(cfg Config) (*GRPCNetwork, error) {
 	n := &GRPCNetwork{
 		log: cfg.Logger.With("component", "cluster-transport"), cfg: cfg, ln: ln,
 		secret: sha256.Sum256([]byte(cfg.Secret)), maxMsg: cfg.MaxMessageBytes, maxSnapshot: 1 << 40,
-		ctx: ctx, cancel: cancel, addrs: map[string]string{}, peers: map[string]*peerConn{},
+		ctx: ctx, cancel: cancel, addrs: map[string]string{}, peers: map[string]*peerConn{}, heard: newHeard(),
 	}
 	n.core = newCore(cfg.Node, n, cfg.RPCTimeout)
 	opts := []grpc.ServerOption{

@@ -141,21 +141,25 @@ func (l *link) write() {
 
 // Stats counts a gRPC Network's traffic since it started: frames are
 // stream writes, each carrying one or more messages (requests, answers,
-// snapshot chunks).
+// snapshot chunks); PingsSent counts the node heartbeats sent (each is
+// a message too).
 type Stats struct {
 	FramesSent, MessagesSent         uint64
 	FramesReceived, MessagesReceived uint64
+	PingsSent                        uint64
 }
 
 // counters are the live Stats.
 type counters struct {
 	framesSent, messagesSent         atomic.Uint64
 	framesReceived, messagesReceived atomic.Uint64
+	pingsSent                        atomic.Uint64
 }
 
 func (c *counters) load() Stats {
 	return Stats{
 		FramesSent: c.framesSent.Load(), MessagesSent: c.messagesSent.Load(),
 		FramesReceived: c.framesReceived.Load(), MessagesReceived: c.messagesReceived.Load(),
+		PingsSent: c.pingsSent.Load(),
 	}
 }

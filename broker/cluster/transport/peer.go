@@ -35,6 +35,8 @@ type peerConn struct {
 
 	hmu                          sync.Mutex // the peer's health, for Watch
 	ready, healthy, reported, up bool
+
+	heard *lastHeard // when a frame from the peer last came (liveness.go)
 }
 
 // dial makes the connection to node at addr (under n.mu).
@@ -45,7 +47,8 @@ func (n *GRPCNetwork) dial(node, addr string) (*peerConn, error) {
 		return nil, fmt.Errorf("cluster transport: dial %s at %s: %w", node, addr, err)
 	}
 	ctx, cancel := context.WithCancel(n.ctx)
-	p := &peerConn{n: n, node: node, conn: conn, client: pb.NewClusterClient(conn), ctx: n.outgoing(ctx), cancel: cancel}
+	p := &peerConn{n: n, node: node, conn: conn, client: pb.NewClusterClient(conn), ctx: n.outgoing(ctx), cancel: cancel,
+		heard: n.heard.of(node, true)}
 	conn.Connect()
 	go p.watchState()
 	go p.ping()
@@ -107,7 +110,7 @@ func (p *peerConn) link(ctx context.Context, kind streamKind) (*clientLink, erro
 		}
 		return nil, unavailable(p.node, err)
 	}
-	l := newClientLink(sctx, p.node, s, &p.n.stats, queueBytes)
+	l := newClientLink(sctx, p.node, s, &p.n.stats, queueBytes, p.n.heard, p.heard)
 	go func() {
 		<-l.ctx.Done()
 		cancel()
@@ -141,11 +144,19 @@ func (p *peerConn) watchState() {
 	}
 }
 
-// ping sends the node heartbeat every PingInterval while the connection is
-// ready: a peer that does not answer within PingTimeout is down until it
-// answers again.
+// ping sends the node heartbeat while the connection is ready and the peer
+// has been silent for PingInterval (liveness.go: any frame from it counts);
+// a peer that does not answer is down until it is heard from again. Of two
+// nodes with nothing else to say, the one whose name sorts first pings at
+// PingInterval, the other only after half as long again, so it hears the
+// first one's pings and sends none.
 func (p *peerConn) ping() {
-	t := time.NewTicker(p.n.cfg.PingInterval)
+	cfg := p.n.cfg
+	every := cfg.PingInterval
+	if p.n.core.node > p.node {
+		every += every / 2
+	}
+	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
 		select {
@@ -154,15 +165,26 @@ func (p *peerConn) ping() {
 		case <-t.C:
 		}
 		if p.conn.GetState() != connectivity.Ready {
+			t.Reset(every)
 			continue
 		}
-		ctx, cancel := context.WithTimeout(p.ctx, p.n.cfg.PingTimeout)
+		if quiet := p.n.heard.quiet(p.heard); quiet < every {
+			p.setHealthy(true)
+			t.Reset(every - quiet)
+			continue
+		}
+		// Answered within PingTimeout of when the peer was last heard
+		// from, or within PingInterval when the silence is older.
+		quiet := p.n.heard.quiet(p.heard)
+		ctx, cancel := context.WithTimeout(p.ctx, max(cfg.PingTimeout-quiet, cfg.PingInterval))
 		l, err := p.link(ctx, control)
 		if err == nil {
+			p.n.stats.pingsSent.Add(1)
 			_, err = l.roundTrip(ctx, &pb.Message{Body: &pb.Message_Ping{Ping: &pb.Ping{}}})
 		}
 		cancel()
-		p.setHealthy(err == nil)
+		p.setHealthy(err == nil || p.n.heard.quiet(p.heard) < every)
+		t.Reset(every)
 	}
 }
 

@@ -43,6 +43,9 @@ type serverLink struct {
 	n    *GRPCNetwork
 	kind streamKind
 	from string
+	// heard is from's entry in n.heard, looked up at each frame until
+	// there is one (the peer may open its streams before SetAddress).
+	heard *lastHeard
 
 	mu       sync.Mutex
 	inflight map[uint64]context.CancelFunc
@@ -76,6 +79,7 @@ func (s *serverLink) serve() error {
 			}
 			return err
 		}
+		s.markHeard()
 		s.n.stats.framesReceived.Add(1)
 		s.n.stats.messagesReceived.Add(uint64(len(f.GetMessages())))
 		for _, m := range f.GetMessages() {
@@ -86,6 +90,16 @@ func (s *serverLink) serve() error {
 			}
 		}
 	}
+}
+
+// markHeard records that the peer was heard from (liveness.go).
+func (s *serverLink) markHeard() {
+	if s.heard == nil {
+		if s.heard = s.n.heard.of(s.from, false); s.heard == nil {
+			return
+		}
+	}
+	s.n.heard.mark(s.heard)
 }
 
 // shut ends the requests under way and waits for the writer: gRPC's

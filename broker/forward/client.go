@@ -318,6 +318,7 @@ type sender struct {
 	pumping     bool          // a goroutine is sending
 	closed      bool          // the Client closed: nothing more is sent
 	space       chan struct{} // closed when outstanding drops below HighWater
+	spare       [][]byte      // request buffers of answered calls, for the next ones
 }
 
 func (s *sender) add(q *Queue, batch []queue.Publish) {
@@ -399,31 +400,39 @@ func (s *sender) pump() {
 		}
 		s.pendingSize -= size
 		s.inflight++
+		var buf []byte
+		if k := len(s.spare); k > 0 {
+			buf, s.spare = s.spare[k-1][:0], s.spare[:k-1]
+		}
 		s.mu.Unlock()
 
-		req := appendPublishes(make([]byte, 0, size+64+17), items)
+		req := appendPublishes(buf, items)
 		ctx, cancel := context.WithTimeout(s.c.ctx, s.c.cfg.CallTimeout)
 		wait, err := s.c.cfg.Network.Send(ctx, s.node, methodPublish, req)
 		if err != nil {
 			cancel()
-			s.answered(items, size, nil, err)
+			s.answered(items, size, nil, nil, err)
 			continue
 		}
 		if !s.c.goroutine(func() {
 			ans, err := wait()
 			cancel()
-			s.answered(items, size, ans, err)
+			s.answered(items, size, req, ans, err)
 		}) {
 			ans, err := wait() // closed: ends at once (ctx is done)
 			cancel()
-			s.answered(items, size, ans, err)
+			s.answered(items, size, req, ans, err)
 		}
 	}
 }
 
 // answered confirms or nacks the items of a call by its answer and frees
-// its place.
-func (s *sender) answered(items []item, size int, ans []byte, err error) {
+// its place. The request buffer of a call the owner answered is used again
+// (it was sent in full; the owner decoded its own copy): at most
+// MaxInFlight of them are kept, none of a failed call (it may still be
+// queued for sending) or of a call to this node itself (its messages are
+// the request's bytes).
+func (s *sender) answered(items []item, size int, req, ans []byte, err error) {
 	if err == nil && len(ans) != len(items) {
 		err = fmt.Errorf("%w: %d verdicts for %d messages", errMalformed, len(ans), len(items))
 	}
@@ -432,6 +441,9 @@ func (s *sender) answered(items []item, size int, ans []byte, err error) {
 	}
 	confirmAll(items, ans, err == nil)
 	s.mu.Lock()
+	if err == nil && req != nil && len(s.spare) < s.c.cfg.MaxInFlight && cap(req) <= 2*s.c.cfg.MaxBatchBytes && s.node != s.c.cfg.Network.Node() {
+		s.spare = append(s.spare, req)
+	}
 	s.inflight--
 	s.outstanding -= size
 	if s.space != nil && s.outstanding <= s.c.cfg.HighWater {

@@ -103,7 +103,7 @@ func TestAFailedPublishCallHoldsUpNothing(t *testing.T) {
 // that sent them, and nacks what is published after it.
 func TestCloseNacksWhatIsUnderWayAndLeavesNoGoroutine(t *testing.T) {
 	_, c, _, owner := setup(t)
-	owner.hold = make(chan struct{}) // never confirms
+	owner.hold = make(chan struct{}) // confirms nothing before Close
 	q := c.Queue(owner.info, "b")
 	before := runtime.NumGoroutine()
 	var conf confirms
@@ -121,6 +121,7 @@ func TestCloseNacksWhatIsUnderWayAndLeavesNoGoroutine(t *testing.T) {
 	if _, nacked := conf.counts(); nacked != 1010 {
 		t.Fatalf("published after Close: %d nacked in all, want 1010", nacked)
 	}
+	close(owner.hold) // the twin's own waiting confirms end too
 	eventually.True(t, 10*time.Second, "the Client's goroutines ended", func() bool {
 		return runtime.NumGoroutine() <= before
 	})

@@ -51,6 +51,11 @@ func appendPublishes(b []byte, items []item) []byte {
 	return b
 }
 
+// minEncodedMessage is the fewest bytes a message takes in a publish
+// request: its length (4) and message.Encode's header (27), empty
+// exchange and key (1+1) and props length (4).
+const minEncodedMessage = 4 + 27 + 1 + 1 + 4
+
 // publishes is a decoded publish request.
 type publishes struct {
 	groups []group
@@ -75,22 +80,28 @@ func decodePublishes(b []byte) (publishes, error) {
 		if d.err != nil {
 			return publishes{}, d.err
 		}
-		// Every message takes at least its 4-byte length: no count may
-		// promise more than the bytes left.
-		if uint64(n)*4 > uint64(len(d.b)) {
+		// Every message takes at least its 4-byte length and the smallest
+		// encoding: no count may promise more than the bytes left (so the
+		// messages allocated below are bounded by the request's size).
+		if uint64(n)*minEncodedMessage > uint64(len(d.b)) {
 			return publishes{}, fmt.Errorf("%w: message count", errMalformed)
 		}
-		g.msgs = make([]*message.Message, 0, n)
-		for range n {
+		// One allocation for the group's messages (they alias b, which
+		// lives as long as any of them anyway), their exchange and key
+		// strings shared while they repeat.
+		g.msgs = make([]*message.Message, n)
+		slab := make([]message.Message, n)
+		var like *message.Message
+		for k := range slab {
 			raw := d.bytes(int(d.u32()))
 			if d.err != nil {
 				return publishes{}, d.err
 			}
-			m, err := message.Decode(raw)
-			if err != nil {
+			if err := message.DecodeInto(&slab[k], raw, like); err != nil {
 				return publishes{}, fmt.Errorf("forward: %w", err)
 			}
-			g.msgs = append(g.msgs, m)
+			like = &slab[k]
+			g.msgs[k] = like
 		}
 		total += int(n)
 		groups = append(groups, g)

@@ -64,41 +64,61 @@ func (m *Message) EncodedSize() int {
 
 // Decode parses an encoding made by Encode. The returned message aliases b.
 func Decode(b []byte) (*Message, error) {
-	if len(b) < 27 || b[0] != encVersion {
-		return nil, fmt.Errorf("%w: header", ErrMalformed)
+	m := &Message{}
+	if err := DecodeInto(m, b, nil); err != nil {
+		return nil, err
 	}
-	m := &Message{
+	return m, nil
+}
+
+// DecodeInto is Decode into m (which aliases b). An exchange or routing
+// key equal to like's (a message decoded before it, nil for none) shares
+// like's string instead of allocating one: a batch of messages to one
+// exchange and key decodes without an allocation per message.
+func DecodeInto(m *Message, b []byte, like *Message) error {
+	if len(b) < 27 || b[0] != encVersion {
+		return fmt.Errorf("%w: header", ErrMalformed)
+	}
+	*m = Message{
 		Persistent: b[1]&1 != 0,
 		Priority:   b[2],
 		Expiry:     int64(binary.BigEndian.Uint64(b[3:])),
 		Timestamp:  int64(binary.BigEndian.Uint64(b[11:])),
 		ID:         binary.BigEndian.Uint64(b[19:]),
 	}
+	var exchange, key string
+	if like != nil {
+		exchange, key = like.Exchange, like.RoutingKey
+	}
 	rest := b[27:]
 	var err error
-	if m.Exchange, rest, err = shortString(rest); err != nil {
-		return nil, fmt.Errorf("%w: exchange", err)
+	if m.Exchange, rest, err = shortStringLike(rest, exchange); err != nil {
+		return fmt.Errorf("%w: exchange", err)
 	}
-	if m.RoutingKey, rest, err = shortString(rest); err != nil {
-		return nil, fmt.Errorf("%w: routing key", err)
+	if m.RoutingKey, rest, err = shortStringLike(rest, key); err != nil {
+		return fmt.Errorf("%w: routing key", err)
 	}
 	if len(rest) < 4 {
-		return nil, fmt.Errorf("%w: props length", ErrMalformed)
+		return fmt.Errorf("%w: props length", ErrMalformed)
 	}
 	n := binary.BigEndian.Uint32(rest)
 	rest = rest[4:]
 	if uint64(n) > uint64(len(rest)) {
-		return nil, fmt.Errorf("%w: props", ErrMalformed)
+		return fmt.Errorf("%w: props", ErrMalformed)
 	}
 	m.Props = rest[:n:n]
 	m.Body = rest[n:]
-	return m, nil
+	return nil
 }
 
-func shortString(b []byte) (string, []byte, error) {
+// shortStringLike is shortString, returning like itself when equal.
+func shortStringLike(b []byte, like string) (string, []byte, error) {
 	if len(b) < 1 || int(b[0]) > len(b)-1 {
 		return "", nil, ErrMalformed
 	}
 	n := int(b[0])
+	if string(b[1:1+n]) == like { // compared without allocating
+		return like, b[1+n:], nil
+	}
 	return string(b[1 : 1+n]), b[1+n:], nil
 }

@@ -54,5 +54,16 @@ func FuzzDecode(f *testing.F) {
 		if again.RoutingKey != got.RoutingKey || !bytes.Equal(again.Body, got.Body) {
 			t.Fatalf("re-encode changed the message")
 		}
+		// Decoding like another message (the same or a different one)
+		// gives the same message.
+		for _, like := range []*Message{got, &m} {
+			var into Message
+			if err := DecodeInto(&into, b, like); err != nil {
+				t.Fatalf("decode like %+v: %v", like, err)
+			}
+			if into.Exchange != got.Exchange || into.RoutingKey != got.RoutingKey || !bytes.Equal(into.Props, got.Props) || !bytes.Equal(into.Body, got.Body) || into.ID != got.ID {
+				t.Fatalf("decode like another message: %+v, want %+v", into, got)
+			}
+		}
 	})
 }

@@ -46,9 +46,9 @@
 // and cancel carry the same id) and the caller's remaining timeout. The
 // receiver hands a group's appends on the data stream to Raft in the order
 // they came, and runs everything else concurrently, except the calls of a
-// method registered with HandleOrdered: their starts run one after another
-// in the order they came (their waits concurrently), so requests a node
-// Sends one after another start in that order on the peer.
+// method registered with HandleOrdered: their starts run on the stream's
+// reader in the order they came (their waits concurrently), so requests a
+// node Sends one after another start in that order on the peer.
 //
 // Framing and batching. A stream's sender has a queue and one writer: the
 // writer takes everything queued and sends it as one Frame (a repeated

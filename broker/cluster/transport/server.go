@@ -35,9 +35,9 @@ const maxInflight = 1 << 16
 
 // serverLink is this node's end of a stream a peer opened: it runs the
 // peer's requests and sends their answers back. Appends of one group run
-// one after the other, in the order they came (the pipeline's order), and
-// so do the starts of an ordered call's method (HandleOrdered); the rest
-// run concurrently.
+// one after the other, in the order they came (the pipeline's order); the
+// starts of ordered calls (HandleOrdered) run on the reader, in the order
+// they came; the rest run concurrently.
 type serverLink struct {
 	*link
 	n    *GRPCNetwork
@@ -49,7 +49,7 @@ type serverLink struct {
 
 	mu       sync.Mutex
 	inflight map[uint64]context.CancelFunc
-	queues   map[string][]func() // per group (or ordered method): requests waiting for the one running
+	queues   map[string][]func() // per group: appends waiting for the one running
 	snaps    map[uint64]*snapIn
 }
 
@@ -135,7 +135,7 @@ func (s *serverLink) dispatch(m *pb.Message) error {
 		method, payload := b.Call.GetMethod(), b.Call.GetPayload()
 		order := ""
 		if _, ordered, _ := s.n.core.handler(method); ordered {
-			order = callOrder + method // this peer's calls of method, in order
+			order = inline // started here, so in the order they came
 		}
 		return s.run(m, func(ctx context.Context) (func() (*pb.Message, error), error) {
 			wait, err := s.n.core.startCall(ctx, s.from, method, payload)
@@ -183,9 +183,10 @@ func (s *serverLink) dispatch(m *pb.Message) error {
 	}
 }
 
-// callOrder prefixes the order key of an ordered call's method: no group
-// id starts with a NUL byte (group ids are names).
-const callOrder = "\x00call:"
+// inline is the order of a request started on the stream's reader
+// goroutine (an ordered call): in the order it came, without handing it to
+// another goroutine. No group id is this (group ids are names).
+const inline = "\x00inline"
 
 // starter begins a request and returns how to wait for its answer.
 type starter func(ctx context.Context) (wait func() (*pb.Message, error), err error)
@@ -219,10 +220,10 @@ func (s *serverLink) raftStart(group string, cmd any, r io.Reader) starter {
 }
 
 // run runs request m and sends its answer. Without order it runs on a
-// goroutine of its own; with order (a group id, or an ordered method) it
-// starts after the earlier requests of that order, and waits for its
-// answer apart (so a follower gets a pipeline's appends in order, many at
-// once).
+// goroutine of its own; with order (a group id) it starts after the
+// earlier requests of that order, and waits for its answer apart (so a
+// follower gets a pipeline's appends in order, many at once); inline, it
+// starts here and waits for its answer apart.
 func (s *serverLink) run(m *pb.Message, start starter, order string) error {
 	id := m.GetId()
 	ctx, cancel := s.requestContext(m)
@@ -257,9 +258,14 @@ func (s *serverLink) run(m *pb.Message, start starter, order string) error {
 			go func() { finish(wait()) }()
 		}
 	}
-	if order == "" {
+	switch order {
+	case "":
 		s.mu.Unlock()
 		go task()
+		return nil
+	case inline:
+		s.mu.Unlock()
+		task()
 		return nil
 	}
 	q, running := s.queues[order]
@@ -271,7 +277,7 @@ func (s *serverLink) run(m *pb.Message, start starter, order string) error {
 	return nil
 }
 
-// drain runs the queued requests of one order until none is left.
+// drain runs group's queued appends in order until none is left.
 func (s *serverLink) drain(group string) {
 	for {
 		s.mu.Lock()

@@ -53,8 +53,8 @@ type Network interface {
 	// HandleOrdered registers s for method (replacing any earlier
 	// handler): the calls of method from one node start one at a time, in
 	// the order that node Sent them, and the waits s returns run
-	// concurrently. A start should not block for long: it holds up the
-	// sender's later calls of method.
+	// concurrently. A start must not block: it runs on the goroutine that
+	// reads the peer's data stream, holding up all it sends there.
 	HandleOrdered(method string, s Starter)
 	// Watch calls fn whenever this node's view of a peer changes: up false
 	// when the peer became unreachable (its connection broke or was

@@ -18,6 +18,18 @@
 // RabbitMQ's text; a redeclare of a queue the vhost has is checked here
 // with the same function (meta.CheckQueueEquivalent) and writes nothing.
 //
+// A queue this node holds is opened off the store's apply goroutine: the
+// handler records it (queue map and routing) at once and starts its open
+// on another goroutine (at most 16 at a time), so a follower applying a
+// burst of declares does not create their directories and files one after
+// the other. The declare that wrote the record waits for the open before
+// it answers (and reports, and undoes, an open that failed); a publish
+// routed to it, a Queue lookup, a binding check, a redeclare and a delete
+// wait for the open too; Close waits for opens under way. Recovery at
+// Open and a Reset's resync open synchronously. A crash before an open
+// ended loses nothing: the record is durable in the metadata and recovery
+// opens the queue.
+//
 // Placement: a queue record names the node that holds it (Config.Node). The
 // vhost opens only its own node's queues, with the opener its type
 // registers in QueueTypes (x-queue-type: classic, stream; quorum refused
@@ -53,7 +65,9 @@
 // Lock order: meta's apply lock (held while subscribers run), then
 // Vhost.projMu (the handler and recover, one at a time), then Vhost.mu
 // (the queue map, taken briefly), then a queue's own locks. A queue is
-// opened and deleted under projMu, not under mu. A writer (declare, delete,
+// deleted under projMu, not under mu; it is opened under projMu (recover,
+// resync) or on its own goroutine under no vhost lock (an event), which
+// takes mu only to record the result. A writer (declare, delete,
 // bind, unbind, ConnectionClosed, an expired queue's delete) holds no vhost
 // lock while it writes the metadata: the handler it waits for takes them.
 // The handler never writes metadata. Queues call back into the vhost only

@@ -140,7 +140,7 @@ func (v *Vhost) checkBinding(b routing.Binding) error {
 		}
 		return nil
 	}
-	if e, ok := v.entry(b.Destination); !ok || (e.q == nil && !e.remote) {
+	if e, ok := v.entry(b.Destination); !ok || !v.held(e) {
 		return errorf(ErrNotFound, "no queue '%s' in vhost '%s'", b.Destination, v.cfg.Name)
 	}
 	return nil
@@ -160,6 +160,7 @@ func (v *Vhost) Route(exchange, key string, headers map[string]any, dst []queue.
 		return dst, nil
 	}
 	var remote *queueEntry
+	var opening []*queueEntry
 	v.mu.RLock()
 	for _, n := range names {
 		if e, ok := v.queues[n]; ok {
@@ -169,10 +170,19 @@ func (v *Vhost) Route(exchange, key string, headers map[string]any, dst []queue.
 				dst = append(dst, e.proxy)
 			} else if e.remote {
 				remote = e
+			} else if e.opening != nil {
+				opening = append(opening, e)
 			}
 		}
 	}
 	v.mu.RUnlock()
+	// A queue declared a moment ago may still be opening: the publish
+	// waits for it rather than miss it.
+	for _, e := range opening {
+		if q, _ := e.wait(context.Background()); q != nil {
+			dst = append(dst, q)
+		}
+	}
 	if remote != nil {
 		return dst, v.remoteErr(remote)
 	}

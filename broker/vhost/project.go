@@ -46,7 +46,7 @@ func (v *Vhost) onEvent(e meta.Event) {
 		}
 	case meta.QueuePut:
 		if e.Cmd.Queue != nil {
-			v.queuePut(ctx, *e.Cmd.Queue, true)
+			v.queuePut(ctx, *e.Cmd.Queue, true, true)
 		}
 	case meta.QueueDeleted:
 		v.queueDeleted(ctx, e.Name)
@@ -61,7 +61,7 @@ func (v *Vhost) recover(ctx context.Context) error {
 		v.exchangePut(e)
 	}
 	for _, mq := range v.cfg.Meta.Queues(v.cfg.Name) {
-		if err := v.queuePut(ctx, mq, false); err != nil {
+		if err := v.queuePut(ctx, mq, false, false); err != nil {
 			return fmt.Errorf("vhost %q: recover queue %q: %w", v.cfg.Name, mq.Name, err)
 		}
 	}
@@ -117,7 +117,7 @@ func (v *Vhost) resync(ctx context.Context) {
 		v.queueDeleted(ctx, name)
 	}
 	for _, q := range wantQ {
-		if err := v.queuePut(ctx, q, true); err != nil {
+		if err := v.queuePut(ctx, q, true, false); err != nil {
 			v.log.Warn("resync queue", "queue", q.Name, "err", err)
 		}
 	}
@@ -163,8 +163,12 @@ func (v *Vhost) local(rec meta.Queue) bool { return rec.Node == "" || rec.Node =
 // it, known to routing either way. A queue already known keeps running
 // with its record updated. During recovery (fresh false) an open error is
 // returned (the vhost does not start); from an event it is kept in the
-// entry, for the declare that wrote the record to report and undo.
-func (v *Vhost) queuePut(ctx context.Context, rec meta.Queue, fresh bool) error {
+// entry, for the declare that wrote the record to report and undo. With
+// async (a metadata event) a queue held here is known to routing at once
+// and opened on another goroutine (see startOpen): the store's apply
+// goroutine does not wait for the queue's files, and declares on this
+// node open their queues in parallel.
+func (v *Vhost) queuePut(ctx context.Context, rec meta.Queue, fresh, async bool) error {
 	v.mu.Lock()
 	if v.closed {
 		v.mu.Unlock()
@@ -175,6 +179,11 @@ func (v *Vhost) queuePut(ctx context.Context, rec meta.Queue, fresh bool) error 
 			e.proxy = v.proxy(rec)
 		}
 		e.rec = rec
+		v.mu.Unlock()
+		return nil
+	}
+	if async && v.local(rec) {
+		v.startOpen(rec)
 		v.mu.Unlock()
 		return nil
 	}
@@ -214,6 +223,44 @@ func (v *Vhost) queuePut(ctx context.Context, rec meta.Queue, fresh bool) error 
 	return nil
 }
 
+// maxOpening bounds the queues of a vhost being opened at once (their
+// directories and files created) off the apply goroutine.
+const maxOpening = 16
+
+// startOpen records a queue held here and opens it on its own goroutine;
+// v.mu is held. The entry is in the queue map and routing at once, so a
+// publish or declare that finds it waits for the open (queueEntry.wait)
+// rather than missing it; a delete waits for it too. The record is
+// durable in the metadata, which reopens the queue after a crash, so
+// nothing is lost when the process dies before the open ends.
+func (v *Vhost) startOpen(rec meta.Queue) {
+	e := &queueEntry{rec: rec, opening: make(chan struct{})}
+	v.queues[rec.Name] = e
+	v.routes.AddQueue(rec.Name)
+	v.opens.Add(1)
+	go func() {
+		defer v.opens.Done()
+		ctx := context.Background()
+		v.openSem <- struct{}{}
+		q, err := v.openRecord(ctx, rec)
+		<-v.openSem
+		v.mu.Lock()
+		e.q, e.openErr = q, err
+		closed := v.closed
+		if err != nil && !closed && v.queues[rec.Name] == e {
+			v.routes.RemoveQueue(rec.Name)
+		}
+		v.mu.Unlock()
+		close(e.opening)
+		switch {
+		case closed && q != nil:
+			_ = q.Close(ctx) // Close did not see it: it stops here
+		case q != nil:
+			v.cfg.Churn.QueuesCreated.Add(1)
+		}
+	}()
+}
+
 // queueDeleted removes a queue the metadata no longer lists, with its
 // bindings, and deletes its files when this node held it.
 func (v *Vhost) queueDeleted(ctx context.Context, name string) {
@@ -227,11 +274,12 @@ func (v *Vhost) queueDeleted(ctx context.Context, name string) {
 	// Its bindings went in meta's cascade; auto-delete exchanges too.
 	v.routes.RemoveQueue(name)
 	v.mu.Unlock()
-	if e.q == nil {
+	q, _ := e.wait(ctx)
+	if q == nil {
 		return
 	}
 	v.cfg.Churn.QueuesDeleted.Add(1)
-	n, err := e.q.Delete(ctx, false, false)
+	n, err := q.Delete(ctx, false, false)
 	if err != nil {
 		err = fmt.Errorf("delete queue %q: %w", name, err)
 	}

@@ -55,7 +55,7 @@ func (v *Vhost) DeclareQueue(ctx context.Context, d QueueDecl) (queue.Queue, boo
 		return nil, false, ErrClosed
 	}
 	if e, ok := v.entry(d.Name); ok {
-		return v.redeclare(e, d)
+		return v.redeclare(ctx, e, d)
 	}
 	if d.Passive {
 		return nil, false, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", d.Name, v.cfg.Name)
@@ -90,19 +90,25 @@ func (v *Vhost) DeclareQueue(ctx context.Context, d QueueDecl) (queue.Queue, boo
 		return nil, false, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", d.Name, v.cfg.Name)
 	}
 	if !created { // another declare made it first, equivalent
-		return v.redeclare(e, d)
-	}
-	if e.openErr != nil {
-		if err := v.cfg.Meta.DeleteQueue(ctx, v.cfg.Name, d.Name); err != nil {
-			v.log.Warn("forget queue that failed to open", "queue", d.Name, "err", err)
-		}
-		return nil, false, e.openErr
+		return v.redeclare(ctx, e, d)
 	}
 	if e.remote {
 		return nil, false, v.remoteErr(e)
 	}
+	// The apply goroutine started the open (startOpen): answer once it is
+	// done, so the client finds the queue open.
+	q, openErr := e.wait(ctx)
+	if openErr != nil {
+		if errors.Is(openErr, ctx.Err()) {
+			return nil, false, openErr
+		}
+		if err := v.cfg.Meta.DeleteQueue(ctx, v.cfg.Name, d.Name); err != nil {
+			v.log.Warn("forget queue that failed to open", "queue", d.Name, "err", err)
+		}
+		return nil, false, openErr
+	}
 	v.cfg.Churn.QueuesDeclared.Add(1)
-	return e.q, true, nil
+	return q, true, nil
 }
 
 // declRecord is the metadata record a declare asks for. Owner is the
@@ -117,13 +123,14 @@ func (v *Vhost) declRecord(d QueueDecl) meta.Queue {
 }
 
 // redeclare answers a declare of a queue the vhost has.
-func (v *Vhost) redeclare(e *queueEntry, d QueueDecl) (queue.Queue, bool, error) {
+func (v *Vhost) redeclare(ctx context.Context, e *queueEntry, d QueueDecl) (queue.Queue, bool, error) {
 	if v.lockedFor(e, d.Owner) {
 		return nil, false, v.lockedErr(d.Name)
 	}
-	if e.q == nil {
-		if e.openErr != nil {
-			return nil, false, e.openErr
+	q, openErr := e.wait(ctx)
+	if q == nil {
+		if openErr != nil {
+			return nil, false, openErr
 		}
 		if e.proxy != nil {
 			return v.redeclareRemote(e, d)
@@ -131,16 +138,16 @@ func (v *Vhost) redeclare(e *queueEntry, d QueueDecl) (queue.Queue, bool, error)
 		return nil, false, v.remoteErr(e)
 	}
 	if d.Passive {
-		return e.q, false, nil
+		return q, false, nil
 	}
 	if err := meta.CheckQueueEquivalent(e.rec, v.declRecord(d)); err != nil {
 		return nil, false, fromMeta(err, "declare queue '%s'", d.Name)
 	}
-	if t, ok := e.q.(interface{ Touch() }); ok {
+	if t, ok := q.(interface{ Touch() }); ok {
 		t.Touch()
 	}
 	v.cfg.Churn.QueuesDeclared.Add(1)
-	return e.q, false, nil
+	return q, false, nil
 }
 
 // redeclareRemote answers a declare of a queue another node holds from its
@@ -221,7 +228,7 @@ func trimKind(err error) string {
 // holds is an ErrRemote.
 func (v *Vhost) Queue(name string, owner uint64) (queue.Queue, error) {
 	e, ok := v.entry(name)
-	if !ok || (e.q == nil && !e.remote) {
+	if !ok || !v.held(e) {
 		return nil, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", name, v.cfg.Name)
 	}
 	if owner != 0 && v.lockedFor(e, owner) {
@@ -233,17 +240,33 @@ func (v *Vhost) Queue(name string, owner uint64) (queue.Queue, error) {
 	if e.remote {
 		return nil, v.remoteErr(e)
 	}
-	return e.q, nil
+	q, _ := e.wait(context.Background())
+	return q, nil
+}
+
+// held reports whether an entry stands for a queue: held by another node,
+// or open here (after waiting for an open under way); not one that failed
+// to open.
+func (v *Vhost) held(e *queueEntry) bool {
+	if e.remote {
+		return true
+	}
+	q, _ := e.wait(context.Background())
+	return q != nil
 }
 
 // LocalQueue is a queue this node holds (NOT_FOUND for any other: the
 // serving side of forwarding).
 func (v *Vhost) LocalQueue(name string) (queue.Queue, error) {
 	e, ok := v.entry(name)
-	if !ok || e.q == nil {
+	if !ok || e.remote {
 		return nil, errorf(ErrNotFound, "no queue '%s' in vhost '%s' on node '%s'", name, v.cfg.Name, v.cfg.Node)
 	}
-	return e.q, nil
+	q, _ := e.wait(context.Background())
+	if q == nil {
+		return nil, errorf(ErrNotFound, "no queue '%s' in vhost '%s' on node '%s'", name, v.cfg.Name, v.cfg.Node)
+	}
+	return q, nil
 }
 
 // QueueRecord is a queue's metadata record, wherever it is held, checked
@@ -251,7 +274,7 @@ func (v *Vhost) LocalQueue(name string) (queue.Queue, error) {
 // the queue itself is not needed (a binding).
 func (v *Vhost) QueueRecord(name string, owner uint64) (meta.Queue, error) {
 	e, ok := v.entry(name)
-	if !ok || (e.q == nil && !e.remote) {
+	if !ok || !v.held(e) {
 		return meta.Queue{}, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", name, v.cfg.Name)
 	}
 	if owner != 0 && v.lockedFor(e, owner) {
@@ -281,7 +304,7 @@ func (v *Vhost) DeleteQueue(ctx context.Context, name string, o QueueDeleteOptio
 		return 0, ErrClosed
 	}
 	e, ok := v.entry(name)
-	if !ok || (e.q == nil && !e.remote) {
+	if !ok || !v.held(e) {
 		return 0, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", name, v.cfg.Name)
 	}
 	if !o.Force && v.lockedFor(e, o.Owner) {
@@ -299,7 +322,8 @@ func (v *Vhost) DeleteQueue(ctx context.Context, name string, o QueueDeleteOptio
 		if e.remote {
 			return 0, v.remoteErr(e)
 		}
-		st := e.q.Stats()
+		q, _ := e.wait(ctx)
+		st := q.Stats()
 		if o.IfUnused && st.Consumers > 0 {
 			return 0, errorf(ErrPrecondition, "queue '%s' in vhost '%s' in use", name, v.cfg.Name)
 		}

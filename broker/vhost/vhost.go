@@ -89,15 +89,25 @@ type Vhost struct {
 	mu     sync.RWMutex
 	queues map[string]*queueEntry
 	closed bool
+	// opens counts the queues startOpen is opening (Close waits for them);
+	// openSem bounds how many open at once.
+	opens   sync.WaitGroup
+	openSem chan struct{}
 	// convertMu serialises queue-version conversions: one queue at a time.
 	convertMu sync.Mutex
 }
 
 // queueEntry is a queue the metadata lists: its record and, when this
-// node holds it, the open queue. Its fields change under Vhost.mu.
+// node holds it, the open queue. Its fields change under Vhost.mu. An
+// entry with opening set is being opened (startOpen): its q and openErr
+// are set once, under Vhost.mu, before opening is closed; read them under
+// Vhost.mu or through wait.
 type queueEntry struct {
 	rec meta.Queue
-	q   queue.Queue // nil: held by another node (remote), or opening failed (openErr)
+	q   queue.Queue // nil: held by another node (remote), opening failed (openErr) or under way (opening)
+	// opening is closed once the queue is open (or failed to); nil for an
+	// entry complete when it was made.
+	opening chan struct{}
 	// remote: the record places the queue on another node; proxy, when
 	// not nil, forwards to it (Config.Remote).
 	remote  bool
@@ -107,6 +117,19 @@ type queueEntry struct {
 	// wrote the delete.
 	deletedMsgs int
 	deleteErr   error
+}
+
+// wait returns the entry's queue and open error, after the open under way
+// when there is one (or ctx's error).
+func (e *queueEntry) wait(ctx context.Context) (queue.Queue, error) {
+	if e.opening != nil {
+		select {
+		case <-e.opening:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return e.q, e.openErr
 }
 
 // Open starts a vhost runtime and recovers its exchanges, queues and
@@ -126,11 +149,12 @@ func Open(ctx context.Context, cfg Config) (*Vhost, error) {
 		return nil, fmt.Errorf("vhost %q: open store: %w", cfg.Name, err)
 	}
 	v := &Vhost{
-		cfg:    cfg,
-		log:    cfg.Log.With("vhost", cfg.Name),
-		routes: routing.NewTable(),
-		store:  st,
-		queues: map[string]*queueEntry{},
+		cfg:     cfg,
+		log:     cfg.Log.With("vhost", cfg.Name),
+		routes:  routing.NewTable(),
+		store:   st,
+		queues:  map[string]*queueEntry{},
+		openSem: make(chan struct{}, maxOpening),
 	}
 	mv, _ := cfg.Meta.Vhost(cfg.Name)
 	v.settings.Store(v.effective(mv))
@@ -268,6 +292,8 @@ func (v *Vhost) Close(ctx context.Context) error {
 	if v.unsub != nil {
 		v.unsub()
 	}
+	// Queues still opening close themselves (they see closed).
+	v.opens.Wait()
 	var errs []error
 	var wg sync.WaitGroup
 	var emu sync.Mutex

@@ -58,8 +58,8 @@ type Timing struct {
 	// the commit index at least this often (randomized up to twice) [500ms].
 	// Each group sends one small RPC per follower per period, so it is long:
 	// an idle cluster costs little. A follower still applies a command soon
-	// after its commit: Apply nudges the followers (a barrier) when nothing
-	// newer follows the command.
+	// after its commit: Apply nudges the followers (a barrier appended
+	// after the commit, one per batch of commits under load).
 	CommitTimeout time.Duration
 	// MaxAppendEntries: the most commands one log write and one
 	// AppendEntries RPC carry; Apply calls queue in a channel of this size,

@@ -45,7 +45,7 @@ type Group struct {
 	closed  sync.Once
 	resetMu sync.Mutex // serializes Reset and Close
 
-	nudging atomic.Bool // a nudge's barrier is under way
+	nudged atomic.Uint64 // a barrier appended since this index was committed (nudge)
 
 	leaderMu      sync.Mutex
 	leaderChanged chan struct{} // closed and replaced at each leader change
@@ -278,22 +278,37 @@ func (g *Group) Apply(ctx context.Context, cmd []byte) (any, uint64, error) {
 
 // nudge makes the followers learn that index is committed now rather
 // than at the leader's next idle round (CommitTimeout, long so that an
-// idle cluster costs little): when nothing newer was appended, it appends
-// a barrier, whose replication carries the commit index. A follower that
-// forwarded the write and waits to apply it answers its client sooner.
-// One nudge at a time; none in a group of one.
+// idle cluster costs little): it appends a barrier, whose replication
+// carries the commit index. A follower that forwarded the write and waits
+// to apply it answers its client sooner.
+//
+// A barrier appended after index was committed tells every follower about
+// index, so nudged records the applied index (committed, at least index)
+// when one is appended and a write it covers appends none: under load one
+// barrier serves each batch of writes the leader commits. An entry
+// appended after index is no substitute: it may have gone out before index
+// was committed, with the older commit index. Barriers are not waited for
+// (their futures are dropped), so a commit is never left untold while an
+// earlier barrier waits for its own. None in a group of one.
 func (g *Group) nudge(index uint64) {
-	if g.r().LastIndex() != index || !g.nudging.CompareAndSwap(false, true) {
-		return
-	}
-	go func() {
-		defer g.nudging.Store(false)
-		cf := g.r().GetConfiguration()
-		if cf.Error() != nil || len(cf.Configuration().Servers) < 2 {
+	for {
+		covered := g.nudged.Load()
+		r := g.r()
+		// A mark past the log's end is another raft's (Reset): stale.
+		if index <= covered && covered <= r.LastIndex() {
 			return
 		}
-		_ = g.r().Barrier(g.timing.CommitTimeout).Error()
-	}()
+		applied := max(r.AppliedIndex(), index)
+		if g.nudged.CompareAndSwap(covered, applied) {
+			break
+		}
+	}
+	cf := g.r().GetConfiguration()
+	if cf.Error() != nil || len(cf.Configuration().Servers) < 2 {
+		return
+	}
+	// Barrier blocks only while raft's apply queue is full.
+	go g.r().Barrier(g.timing.CommitTimeout)
 }
 
 // Barrier returns once every entry committed before it has been applied to

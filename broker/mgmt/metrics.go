@@ -19,6 +19,7 @@ type Metrics struct {
 	published, delivered, acked, confirmed, returned, redelivered, unroutable *prometheus.Desc
 	queueReady, queueUnacked, queueConsumers, queueBytes                      *prometheus.Desc
 	storeBytes, storeLive                                                     *prometheus.Desc
+	deadLettersDropped                                                        *prometheus.Desc
 	alarm                                                                     *prometheus.Desc
 }
 
@@ -48,7 +49,9 @@ func NewMetrics(reg prometheus.Registerer, b Broker) *Metrics {
 		queueBytes:     prometheus.NewDesc("warren_queue_messages_bytes", "Bytes of message bodies in the queue.", []string{"vhost", "queue"}, nil),
 		storeBytes:     prometheus.NewDesc("warren_message_store_bytes", "Bytes in the vhost's message store files.", []string{"vhost"}, nil),
 		storeLive:      prometheus.NewDesc("warren_message_store_live_bytes", "Live bytes in the vhost's message store.", []string{"vhost"}, nil),
-		alarm:          prometheus.NewDesc("warren_alarm", "1 while a resource alarm is raised.", []string{"resource"}, nil),
+		deadLettersDropped: prometheus.NewDesc("warren_dead_letters_dropped_total",
+			"Dead letters dropped because the node of the queue they were routed to did not take them (down or unreachable).", []string{"vhost"}, nil),
+		alarm: prometheus.NewDesc("warren_alarm", "1 while a resource alarm is raised.", []string{"resource"}, nil),
 	}
 	reg.MustRegister(m, m.fsync, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&rabbitCollector{b: b, endpoint: "aggregated"})
@@ -57,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer, b Broker) *Metrics {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.connections, m.channels, m.consumers, m.published, m.delivered, m.acked, m.confirmed, m.returned, m.redelivered, m.unroutable, m.queueReady, m.queueUnacked, m.queueConsumers, m.queueBytes, m.storeBytes, m.storeLive, m.alarm} {
+	for _, d := range []*prometheus.Desc{m.connections, m.channels, m.consumers, m.published, m.delivered, m.acked, m.confirmed, m.returned, m.redelivered, m.unroutable, m.queueReady, m.queueUnacked, m.queueConsumers, m.queueBytes, m.storeBytes, m.storeLive, m.deadLettersDropped, m.alarm} {
 		ch <- d
 	}
 }
@@ -97,6 +100,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(m.storeBytes, float64(ss.Bytes), v.Name())
 		gauge(m.storeLive, float64(ss.LiveBytes), v.Name())
+		ch <- prometheus.MustNewConstMetric(m.deadLettersDropped, prometheus.CounterValue, float64(v.DeadLettersDropped()), v.Name())
 	}
 	gauge(m.consumers, float64(consumers))
 	alarms := map[string]float64{"memory": 0, "disk": 0}

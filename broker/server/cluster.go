@@ -35,8 +35,10 @@ type clusterNode struct {
 
 	draining atomic.Bool
 
-	upMu sync.Mutex
-	up   map[string]bool // peers the transport reports reachable
+	upMu      sync.Mutex
+	up        map[string]bool      // peers the transport reports reachable
+	downSince map[string]time.Time // peers reported down, and when (cleared when up)
+	stopSweep chan struct{}        // closed by close: ends sweepDownNodes
 }
 
 // openCluster starts the node's cluster parts and returns once the node is
@@ -62,7 +64,7 @@ func openCluster(ctx context.Context, cfg config.Config, log *slog.Logger) (c *c
 	if err != nil {
 		return nil, fmt.Errorf("server: cluster listener: %w", err)
 	}
-	c = &clusterNode{net: nw, log: log, up: map[string]bool{}}
+	c = &clusterNode{net: nw, log: log, up: map[string]bool{}, downSince: map[string]time.Time{}, stopSweep: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			_ = c.close()
@@ -110,6 +112,7 @@ func openCluster(ctx context.Context, cfg config.Config, log *slog.Logger) (c *c
 	if err := c.setDraining(ctx, false); err != nil {
 		return c, err
 	}
+	go c.sweepDownNodes(c.stopSweep)
 	log.Info("cluster: member", "node", cl.NodeName, "address", advertise, "metadata_leader", c.meta.Group().Leader(), "sync", time.Since(start).Round(time.Millisecond))
 	return c, nil
 }
@@ -226,6 +229,11 @@ func (c *clusterNode) hello(ctx context.Context, addr string) (string, error) {
 func (c *clusterNode) peerChanged(node string, up bool) {
 	c.upMu.Lock()
 	c.up[node] = up
+	if up {
+		delete(c.downSince, node)
+	} else if _, ok := c.downSince[node]; !ok {
+		c.downSince[node] = time.Now()
+	}
 	c.upMu.Unlock()
 }
 
@@ -242,6 +250,10 @@ func (c *clusterNode) reachable(node string) bool {
 // node's part of it: the others keep it).
 func (c *clusterNode) close() error {
 	var errs []error
+	if c.stopSweep != nil {
+		close(c.stopSweep)
+		c.stopSweep = nil
+	}
 	if c.unsub != nil {
 		c.unsub()
 	}

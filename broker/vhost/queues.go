@@ -313,11 +313,18 @@ func (v *Vhost) DeleteQueue(ctx context.Context, name string, o QueueDeleteOptio
 	if e.proxy != nil {
 		// The owner checks the conditions, deletes and counts.
 		n, err := e.proxy.Delete(ctx, o.IfUnused, o.IfEmpty)
-		if err == nil || o.IfUnused || o.IfEmpty || !errors.Is(err, ErrNotFound) {
+		if err == nil || !errors.Is(err, ErrNotFound) {
 			return n, err
 		}
-		// Its node is down (or no longer has it): the record goes.
-		v.log.Warn("delete queue: its node did not delete it; deleting its record", "queue", name, "node", e.rec.Node, "err", err)
+		// Its node is down (or no longer has it). As RabbitMQ's classic
+		// queues: with if-empty the delete is refused (the queue may hold
+		// messages); otherwise the record goes, if-unused too (nobody can
+		// be using it), and delete-ok counts no message.
+		if o.IfEmpty {
+			v.log.Error("delete queue: its node is down and it may hold messages; refusing to force-delete it (if-empty)", "queue", name, "node", e.rec.Node)
+			return 0, errorf(ErrPrecondition, "queue '%s' in vhost '%s' not empty: its home node '%s' is down or inaccessible and it may hold messages", name, v.cfg.Name, e.rec.Node)
+		}
+		v.log.Warn("delete queue: its node is down; forcing the deletion of its record (its messages there are lost)", "queue", name, "node", e.rec.Node, "err", err)
 	} else if o.IfUnused || o.IfEmpty {
 		if e.remote {
 			return 0, v.remoteErr(e)

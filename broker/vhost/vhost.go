@@ -95,6 +95,10 @@ type Vhost struct {
 	openSem chan struct{}
 	// convertMu serialises queue-version conversions: one queue at a time.
 	convertMu sync.Mutex
+
+	// Dead letters routed to queues of other nodes (deadletter.go).
+	dlDropped    atomic.Uint64
+	dlConfirmers sync.Map // queue name and node -> *dropConfirmer
 }
 
 // queueEntry is a queue the metadata lists: its record and, when this
@@ -331,7 +335,9 @@ func (h host) DeadLetter(exchange string, msgs []*message.Message) {
 			h.v.log.Warn("dead-letter: a queue it routes to is on another node", "exchange", exchange, "err", err)
 		}
 		for _, q := range dst {
-			q.Publish([]queue.Publish{{Msg: m}})
+			// A queue of another node may not take it (its node down):
+			// counted and logged once per queue (deadletter.go).
+			q.Publish([]queue.Publish{{Msg: m, Confirm: h.v.remoteDropConfirmer(q)}})
 		}
 	}
 }

@@ -1,0 +1,85 @@
+package server
+
+import (
+	"context"
+	"time"
+)
+
+// downExclusiveGrace is how long a member must have been reported down
+// (the transport reports a peer down after 2 s without an answer) before
+// the metadata leader deletes its exclusive queues: their connections were
+// on that node, so they are gone with it, and a client that reconnects to
+// another node must be able to declare its queue again (RabbitMQ deletes a
+// down node's exclusive queues too). The grace keeps a short blip from
+// taking the queues of a node that is still running.
+const downExclusiveGrace = 5 * time.Second
+
+// sweepInterval is how often the leader looks for such queues.
+const sweepInterval = time.Second
+
+// sweepDownNodes runs until stop closes: on the metadata leader, it
+// deletes the exclusive queues of members down for downExclusiveGrace.
+func (c *clusterNode) sweepDownNodes(stop <-chan struct{}) {
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		for _, node := range c.downFor(downExclusiveGrace) {
+			if !c.meta.Group().IsLeader() {
+				break
+			}
+			if c.dropExclusiveOf(node) {
+				c.swept(node)
+			}
+		}
+	}
+}
+
+// downFor lists the peers reported down, and not up since, for at least d.
+func (c *clusterNode) downFor(d time.Duration) []string {
+	c.upMu.Lock()
+	defer c.upMu.Unlock()
+	var out []string
+	for node, since := range c.downSince {
+		if time.Since(since) >= d {
+			out = append(out, node)
+		}
+	}
+	return out
+}
+
+// swept forgets node's down report once its queues were dropped: it is
+// swept once per time it goes down (a node taken out of the cluster is
+// not looked at again).
+func (c *clusterNode) swept(node string) {
+	c.upMu.Lock()
+	defer c.upMu.Unlock()
+	if !c.up[node] {
+		delete(c.downSince, node)
+	}
+}
+
+// dropExclusiveOf deletes the exclusive queues whose connection was on
+// node (each logged) and reports whether none is left.
+func (c *clusterNode) dropExclusiveOf(node string) bool {
+	for _, v := range c.meta.Vhosts() {
+		for _, q := range c.meta.Queues(v.Name) {
+			if !q.Exclusive || (q.Node != node && (q.Owner == nil || q.Owner.Node != node)) {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := c.meta.DeleteQueue(ctx, v.Name, q.Name)
+			cancel()
+			if err != nil {
+				c.log.Warn("cluster: cannot delete an exclusive queue of a down node", "queue", q.Name, "vhost", v.Name, "node", node, "error", err)
+				return false
+			}
+			c.log.Info("cluster: deleted an exclusive queue of a down node (its connection was there)", "queue", q.Name, "vhost", v.Name, "node", node)
+		}
+	}
+	return true
+}

@@ -168,8 +168,12 @@ func TestJoinRefusesAndLeavesTheNodeAsItWas(t *testing.T) {
 			// Still working, its defaults and definitions kept: guest
 			// declares on it.
 			ch := tc.node.Channel(t)
-			if _, err := ch.QueueDeclare("after-"+strings.ReplaceAll(tc.name, " ", "-"), false, false, true, false, nil); err != nil {
-				t.Errorf("declare on %s after the refused join: %v", self, err)
+			probe := "after-" + strings.ReplaceAll(tc.name, " ", "-")
+			if _, err := ch.QueueDeclare(probe, false, false, false, false, nil); err != nil {
+				t.Fatalf("declare on %s after the refused join: %v", self, err)
+			}
+			if _, err := ch.QueueDelete(probe, false, false, false); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}

@@ -319,6 +319,7 @@ type sender struct {
 	closed      bool          // the Client closed: nothing more is sent
 	space       chan struct{} // closed when outstanding drops below HighWater
 	spare       [][]byte      // request buffers of answered calls, for the next ones
+	spareItems  [][]item      // item slices of answered calls, for pending
 }
 
 func (s *sender) add(q *Queue, batch []queue.Publish) {
@@ -335,6 +336,11 @@ func (s *sender) add(q *Queue, batch []queue.Publish) {
 		}
 		confirmAll(items, nil, false)
 		return
+	}
+	if s.pending == nil {
+		if k := len(s.spareItems); k > 0 {
+			s.pending, s.spareItems = s.spareItems[k-1], s.spareItems[:k-1]
+		}
 	}
 	for _, p := range batch {
 		s.pending = append(s.pending, item{q: q, p: p})
@@ -440,7 +446,11 @@ func (s *sender) answered(items []item, size int, req, ans []byte, err error) {
 		s.c.log.Warn("forward: publishing to a queue's node failed; the messages are nacked", "node", s.node, "messages", len(items), "err", err)
 	}
 	confirmAll(items, ans, err == nil)
+	clear(items) // the messages and confirmers are the publishers' now
 	s.mu.Lock()
+	if len(s.spareItems) < s.c.cfg.MaxInFlight {
+		s.spareItems = append(s.spareItems, items[:0])
+	}
 	if err == nil && req != nil && len(s.spare) < s.c.cfg.MaxInFlight && cap(req) <= 2*s.c.cfg.MaxBatchBytes && s.node != s.c.cfg.Network.Node() {
 		s.spare = append(s.spare, req)
 	}

@@ -23,12 +23,18 @@ const (
 // publish and the settlements flushes them first), when ackFlushAt are
 // pending, and at the latest ackFlushDelay after the first one.
 //
+// Acks to a queue on another node (a forward proxy, which has a Node
+// method) do not wait for company beyond the socket read they came in:
+// that node counts the consumer's prefetch credit in them, so every
+// delay there is a delay of the next deliveries.
+//
 // Lock order: ackBatch.mu, then a queue's lock (queue.Ack posts to it).
 type ackBatch struct {
 	mu     sync.Mutex
 	queues []queue.Queue
 	seqs   [][]uint64
 	n      int
+	remote bool        // a queue of the batch is on another node
 	timer  *time.Timer // stopped until armed; fires flush
 	armed  bool
 }
@@ -55,6 +61,9 @@ func (a *ackBatch) add(q queue.Queue, seqs []uint64) {
 	}
 	a.queues = append(a.queues, q)
 	a.seqs = append(a.seqs, seqs)
+	if _, ok := q.(interface{ Node() string }); ok {
+		a.remote = true
+	}
 }
 
 // flush hands every pending ack to its queue now.
@@ -69,7 +78,7 @@ func (a *ackBatch) flush() {
 func (a *ackBatch) flushSoon() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.n >= ackFlushAt {
+	if a.n >= ackFlushAt || a.remote {
 		a.flushLocked()
 		return
 	}
@@ -84,7 +93,7 @@ func (a *ackBatch) flushLocked() {
 		q.Ack(a.seqs[i])
 		a.seqs[i] = nil
 	}
-	a.queues, a.seqs, a.n = a.queues[:0], a.seqs[:0], 0
+	a.queues, a.seqs, a.n, a.remote = a.queues[:0], a.seqs[:0], 0, false
 }
 
 // stop stops the timer (the connection is closing; flush first).

@@ -21,8 +21,12 @@ import (
 // the client so far, the owner's credit.
 
 // maxEarlyBatches bounds the batches a consumer's node keeps while an
-// earlier one is still on its way: more than the owner ever has in flight.
-const maxEarlyBatches = 4 * maxDeliverCalls
+// earlier one is still on its way. The owner has maxDeliverCalls in
+// flight, but the handlers of one node's calls run concurrently: later
+// batches may be taken (and answered, and followed by more) while an
+// earlier one waits to be scheduled. What they hold is bounded by the
+// owner's window; this bounds a confused peer.
+const maxEarlyBatches = 256
 
 // deliverHeader is the size of a deliver request before its deliveries.
 const deliverHeader = 1 + 8 + 8 + 4

@@ -65,6 +65,8 @@
 // proxy's Publish never blocks (it appends to its sender's queue under a
 // mutex taken briefly); confirms are called from the sender's goroutines.
 // Lock order: sender.mu before Client.mu (a sender starts its goroutines
-// through the Client).
+// through the Client), and so is sub.mu (a sub starts its credit call
+// under it). A remoteConsumer's mu and a proxy's settler.mu are leaves:
+// the queue is woken, and calls started, after they are released.
 // The single-node path never reaches this package.
 package forward

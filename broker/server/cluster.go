@@ -39,6 +39,7 @@ type clusterNode struct {
 	up        map[string]bool      // peers the transport reports reachable
 	downSince map[string]time.Time // peers reported down, and when (cleared when up)
 	stopSweep chan struct{}        // closed by close: ends sweepDownNodes
+	wentDown  chan struct{}        // a peer was reported down (wakes sweepDownNodes)
 }
 
 // openCluster starts the node's cluster parts and returns once the node is
@@ -64,7 +65,7 @@ func openCluster(ctx context.Context, cfg config.Config, log *slog.Logger) (c *c
 	if err != nil {
 		return nil, fmt.Errorf("server: cluster listener: %w", err)
 	}
-	c = &clusterNode{net: nw, log: log, up: map[string]bool{}, downSince: map[string]time.Time{}, stopSweep: make(chan struct{})}
+	c = &clusterNode{net: nw, log: log, up: map[string]bool{}, downSince: map[string]time.Time{}, stopSweep: make(chan struct{}), wentDown: make(chan struct{}, 1)}
 	defer func() {
 		if err != nil {
 			_ = c.close()
@@ -233,6 +234,10 @@ func (c *clusterNode) peerChanged(node string, up bool) {
 		delete(c.downSince, node)
 	} else if _, ok := c.downSince[node]; !ok {
 		c.downSince[node] = time.Now()
+		select {
+		case c.wentDown <- struct{}{}:
+		default:
+		}
 	}
 	c.upMu.Unlock()
 }

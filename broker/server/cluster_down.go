@@ -18,11 +18,22 @@ const downExclusiveGrace = 5 * time.Second
 const sweepInterval = time.Second
 
 // sweepDownNodes runs until stop closes: on the metadata leader, it
-// deletes the exclusive queues of members down for downExclusiveGrace.
+// deletes the exclusive queues of members down for downExclusiveGrace. It
+// sleeps while no member is reported down (an idle cluster pays nothing),
+// and looks every sweepInterval while one is.
 func (c *clusterNode) sweepDownNodes(stop <-chan struct{}) {
 	t := time.NewTicker(sweepInterval)
 	defer t.Stop()
 	for {
+		if !c.anyDown() {
+			t.Stop()
+			select {
+			case <-stop:
+				return
+			case <-c.wentDown:
+			}
+			t.Reset(sweepInterval)
+		}
 		select {
 		case <-stop:
 			return
@@ -37,6 +48,13 @@ func (c *clusterNode) sweepDownNodes(stop <-chan struct{}) {
 			}
 		}
 	}
+}
+
+// anyDown reports whether a peer is reported down and not swept yet.
+func (c *clusterNode) anyDown() bool {
+	c.upMu.Lock()
+	defer c.upMu.Unlock()
+	return len(c.downSince) > 0
 }
 
 // downFor lists the peers reported down, and not up since, for at least d.

@@ -75,22 +75,29 @@ func decodeDeliveries(b []byte, q queue.Queue) (id, batch uint64, ds []queue.Del
 	if d.err != nil {
 		return 0, 0, nil, d.err
 	}
-	if uint64(n)*deliveryOverhead > uint64(len(d.b)) {
+	// Every delivery takes at least its fields and a message's minimal
+	// encoding: no count may promise more than the bytes left (the
+	// deliveries and messages allocated below are bounded by the request).
+	if uint64(n)*(8+1+minEncodedMessage) > uint64(len(d.b)) {
 		return 0, 0, nil, fmt.Errorf("%w: delivery count", errMalformed)
 	}
-	ds = make([]queue.Delivery, 0, n)
-	for range n {
+	// The batch's messages in one allocation, sharing their exchange and
+	// routing key strings where they are the same.
+	ds = make([]queue.Delivery, n)
+	slab := make([]message.Message, n)
+	var like *message.Message
+	for i := range ds {
 		seq := d.u64()
 		redelivered := d.u8() == 1
 		raw := d.bytes(int(d.u32()))
 		if d.err != nil {
 			return 0, 0, nil, d.err
 		}
-		m, err := message.Decode(raw)
-		if err != nil {
+		if err := message.DecodeInto(&slab[i], raw, like); err != nil {
 			return 0, 0, nil, fmt.Errorf("forward: %w", err)
 		}
-		ds = append(ds, queue.Delivery{Msg: m, Queue: q, Seq: seq, Redelivered: redelivered})
+		like = &slab[i]
+		ds[i] = queue.Delivery{Msg: like, Queue: q, Seq: seq, Redelivered: redelivered}
 	}
 	return id, batch, ds, nil
 }

@@ -44,22 +44,32 @@ type Config struct {
 // Timing tunes a group; a zero field takes the default in brackets.
 type Timing struct {
 	// HeartbeatTimeout: a follower without contact from the leader for this
-	// long (randomized up to twice) starts an election [2s]. The leader
-	// heartbeats at a tenth of it. A leader whose node is known dead (the
-	// transport's Watch) is replaced faster: see failover.go.
+	// long (randomized up to twice) starts an election [4s]. The leader
+	// heartbeats each follower at a tenth to a fifth of it (hashicorp/raft
+	// fixes that ratio): every 0.4-0.8 s by default, often enough that the
+	// transport's node heartbeat stays quiet between a leader and its
+	// followers, seldom enough that an idle cluster costs little. A leader
+	// whose node is known dead (the transport's Watch) is replaced within
+	// a lease, not a heartbeat timeout (failover.go); so is one unknown when
+	// the group opens.
 	HeartbeatTimeout time.Duration
 	// ElectionTimeout: a candidate without a result for this long
-	// (randomized up to twice) starts again [2s].
+	// (randomized up to twice) starts again [4s]; the lease while the
+	// group hurries (failover.go).
 	ElectionTimeout time.Duration
 	// LeaderLeaseTimeout: a leader out of contact with a quorum for this
-	// long steps down [1s]; at most HeartbeatTimeout.
+	// long steps down [1.5s]; at most HeartbeatTimeout, and above the
+	// leader's heartbeat period (a fifth of HeartbeatTimeout) with room for
+	// a lost packet's retransmission. While the leader is unknown the
+	// heartbeat and election timeouts drop to it (failover.go).
 	LeaderLeaseTimeout time.Duration
 	// CommitTimeout: when no new commands flow, the leader tells followers
-	// the commit index at least this often (randomized up to twice) [500ms].
-	// Each group sends one small RPC per follower per period, so it is long:
-	// an idle cluster costs little. A follower still applies a command soon
-	// after its commit: Apply nudges the followers (a barrier appended
-	// after the commit, one per batch of commits under load).
+	// the commit index at least this often (randomized up to twice) [2s];
+	// a follower that comes back is caught up within it too. Each group
+	// sends one small RPC per follower per period, so it is long: an idle
+	// cluster costs little. A follower still applies a command soon after
+	// its commit: Apply nudges the followers (a barrier appended after the
+	// commit, one per batch of commits under load).
 	CommitTimeout time.Duration
 	// MaxAppendEntries: the most commands one log write and one
 	// AppendEntries RPC carry; Apply calls queue in a channel of this size,
@@ -82,13 +92,13 @@ func (t Timing) withDefaults() Timing {
 			*d = v
 		}
 	}
-	set(&t.HeartbeatTimeout, 2*time.Second)
-	set(&t.ElectionTimeout, 2*time.Second)
-	set(&t.LeaderLeaseTimeout, time.Second)
+	set(&t.HeartbeatTimeout, 4*time.Second)
+	set(&t.ElectionTimeout, 4*time.Second)
+	set(&t.LeaderLeaseTimeout, 1500*time.Millisecond)
 	if t.LeaderLeaseTimeout > t.HeartbeatTimeout {
 		t.LeaderLeaseTimeout = t.HeartbeatTimeout
 	}
-	set(&t.CommitTimeout, 500*time.Millisecond)
+	set(&t.CommitTimeout, 2*time.Second)
 	set(&t.SnapshotInterval, 2*time.Minute)
 	if t.MaxAppendEntries <= 0 {
 		t.MaxAppendEntries = 256

@@ -52,9 +52,10 @@
 // cost about one log write instead of N (TestConcurrentAppliesShareLogWrites:
 // 512 concurrent applies took a handful of writes). An FSM implementing
 // raft.BatchingFSM gets the committed entries in batches as well.
-// CommitTimeout (default 10ms) bounds how late a follower learns a commit
-// when no new entries flow, so a write forwarded from a follower is
-// applied there soon after the leader answers.
+// CommitTimeout (default 2s) bounds how late a follower learns a commit
+// when no new entries flow; Apply nudges the followers with a barrier, so
+// a write forwarded from a follower is applied there soon after the
+// leader answers all the same.
 //
 // # Failure detection
 //

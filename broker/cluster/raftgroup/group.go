@@ -52,8 +52,11 @@ type Group struct {
 
 	timing    Timing
 	stopWatch func()
-	hurryMu   sync.Mutex // guards hurried; a leaf
+	hurryMu   sync.Mutex // guards hurried and hurriedFrom; a leaf
 	hurried   bool       // heartbeat timeout shortened: the leader's node is down (failover.go)
+	// hurriedFrom is the leader whose node went down ("" when the group
+	// hurried for another reason): naming it is no reason to restore.
+	hurriedFrom string
 }
 
 // Open opens the group: raft on the node's log store and the group's
@@ -103,7 +106,7 @@ func Open(cfg Config) (*Group, error) {
 			return nil, err
 		}
 	} else if had {
-		g.hurryAlone()
+		g.hurryAtOpen()
 	}
 	return g, nil
 }
@@ -178,7 +181,7 @@ func (g *Group) Bootstrap(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("raftgroup %s: bootstrap: %w", g.id, err)
 	}
-	g.hurryAlone()
+	g.hurryAtOpen()
 	return nil
 }
 

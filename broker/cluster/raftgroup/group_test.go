@@ -212,12 +212,19 @@ func TestOpenRefusesAnIncompleteConfig(t *testing.T) {
 }
 
 // The leader's node going down (the Network's per-node signal) makes the
-// followers elect within about a lease, not a heartbeat timeout.
+// followers elect within about a lease, not a heartbeat timeout; also with
+// a lease longer than the second at which the group checks whether a
+// leader is known (the followers still name the dead one meanwhile).
 func TestLeaderNodeDownElectsWithinALease(t *testing.T) {
+	for _, lease := range []time.Duration{200 * time.Millisecond, 1500 * time.Millisecond} {
+		t.Run(lease.String(), func(t *testing.T) { leaderNodeDown(t, lease) })
+	}
+}
+
+func leaderNodeDown(t *testing.T, lease time.Duration) {
 	// n1 forms the group fast; n2 and n3 would wait 20s or more for a
 	// heartbeat before an election.
-	fast := Timing{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
-		LeaderLeaseTimeout: 200 * time.Millisecond, CommitTimeout: 5 * time.Millisecond}
+	fast := Timing{HeartbeatTimeout: lease, ElectionTimeout: lease, LeaderLeaseTimeout: lease, CommitTimeout: 5 * time.Millisecond}
 	slow := fast
 	slow.HeartbeatTimeout, slow.ElectionTimeout = 20*time.Second, 20*time.Second
 	hub := transport.NewInmemHub()
@@ -268,6 +275,30 @@ func TestLeaderNodeDownElectsWithinALease(t *testing.T) {
 			return !g.hurried && g.r().ReloadableConfig().HeartbeatTimeout == slow.HeartbeatTimeout
 		})
 	}
+}
+
+// A whole group restarted (every member at once) elects within about a
+// lease, not after its (here 20s) heartbeat timeout: no member has a
+// leader to wait for.
+func TestRestartedGroupElectsWithinALease(t *testing.T) {
+	c := newCluster(t, 3)
+	if _, _, err := c.leader().g.Apply(ctxT(t), []byte("formed")); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range c.nodes {
+		eventually.True(t, 5*time.Second, nd.name+" has the configuration", func() bool {
+			return len(nd.g.r().GetConfiguration().Configuration().Servers) == 3
+		})
+	}
+	for _, nd := range c.nodes {
+		must(t, nd.g.Close())
+	}
+	c.timing = Timing{HeartbeatTimeout: 20 * time.Second, ElectionTimeout: 20 * time.Second, LeaderLeaseTimeout: 200 * time.Millisecond}
+	start := time.Now()
+	for _, nd := range c.nodes {
+		c.open(nd, false)
+	}
+	t.Logf("%s leads after %v", c.leader().name, time.Since(start))
 }
 
 // A group of this node alone elects itself at once, on bootstrap and on

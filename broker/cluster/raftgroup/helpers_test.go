@@ -119,9 +119,10 @@ type node struct {
 }
 
 type cluster struct {
-	t     *testing.T
-	hub   *transport.InmemHub
-	nodes []*node
+	t      *testing.T
+	hub    *transport.InmemHub
+	nodes  []*node
+	timing Timing // what open gives the groups; zero: fastTiming
 }
 
 // newCluster opens n nodes (n1, n2...) in a hub; n1 bootstraps, the others
@@ -147,9 +148,13 @@ func newCluster(t *testing.T, n int) *cluster {
 func (c *cluster) open(nd *node, bootstrap bool) {
 	c.t.Helper()
 	nd.fsm = &listFSM{}
+	timing := c.timing
+	if timing == (Timing{}) {
+		timing = fastTiming
+	}
 	g, err := Open(Config{
 		ID: "g", Node: nd.name, Network: c.hub.Network(nd.name), Stores: nd.stores,
-		SnapshotDir: nd.dir, FSM: nd.fsm, Timing: fastTiming, Bootstrap: bootstrap,
+		SnapshotDir: nd.dir, FSM: nd.fsm, Timing: timing, Bootstrap: bootstrap,
 	})
 	if err != nil {
 		c.t.Fatalf("open %s: %v", nd.name, err)

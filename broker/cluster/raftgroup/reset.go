@@ -57,7 +57,7 @@ func (g *Group) Reset(ctx context.Context, wipe func()) error {
 		return fmt.Errorf("raftgroup %s: reset: state left after the wipe", g.id)
 	}
 	g.hurryMu.Lock()
-	g.hurried = false
+	g.hurried, g.hurriedFrom = false, ""
 	g.hurryMu.Unlock()
 	g.raft.Store(r)
 	g.fresh.Store(true)

@@ -75,7 +75,7 @@
 // peer falls silent although the connection stands (a hung process, a
 // black-holed link). Any frame from the peer counts as hearing from it: an
 // answer on this node's streams or a request on the peer's (liveness.go).
-// A peer silent for Config.PingInterval (500 ms) gets a ping, the node
+// A peer silent for Config.PingInterval (1 s) gets a ping, the node
 // heartbeat, on the control stream; one that does not answer within
 // Config.PingTimeout (2 s) of when it was last heard from is down, up
 // again once it is heard from. So pings flow only between nodes with

@@ -49,11 +49,13 @@ type Config struct {
 	// entries, a call's request or answer); default DefaultMaxMessageBytes.
 	MaxMessageBytes int
 	// PingInterval: a peer not heard from for this long (no frame from
-	// it on any stream) gets a node heartbeat (default 500 ms); a peer
-	// that does not answer one within PingTimeout of when it was last
-	// heard from (default 2 s) is reported down (Watch) until it is heard
-	// from again. Of two nodes with nothing else to say, the one whose
-	// name sorts first pings: the other hears its pings.
+	// it on any stream) gets a node heartbeat (default 1 s: longer than
+	// the period of raftgroup's leader heartbeats, which stand for it
+	// between a leader and its followers); a peer that does not answer
+	// one within PingTimeout of when it was last heard from (default 2 s)
+	// is reported down (Watch) until it is heard from again. Of two nodes
+	// with nothing else to say, the one whose name sorts first pings: the
+	// other hears its pings.
 	PingInterval, PingTimeout time.Duration
 	// KeepaliveInterval is how often gRPC probes an idle connection; one
 	// unanswered for another interval is closed (default 10 s, gRPC's
@@ -113,7 +115,7 @@ func NewGRPC(cfg Config) (*GRPCNetwork, error) {
 		cfg.KeepaliveInterval = 10 * time.Second
 	}
 	if cfg.PingInterval <= 0 {
-		cfg.PingInterval = 500 * time.Millisecond
+		cfg.PingInterval = time.Second
 	}
 	if cfg.PingTimeout <= 0 {
 		cfg.PingTimeout = 2 * time.Second

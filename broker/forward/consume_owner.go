@@ -155,9 +155,14 @@ func (rc *remoteConsumer) send(batch []queue.Delivery, n uint64) {
 				}
 				return
 			}
-			rc.h.log.Warn("forward: delivering to a consumer on another node failed; cancelling it and requeueing its messages", "node", rc.key.from, "err", err)
+			rc.mu.Lock()
+			first := !rc.gone // the other calls in flight fail the same way
+			rc.mu.Unlock()
 			rc.h.dropConsumer(rc, true)
-			rc.tellCancelled()
+			if first {
+				rc.h.log.Warn("forward: delivering to a consumer on another node failed; cancelling it and requeueing its messages", "node", rc.key.from, "err", err)
+				rc.tellCancelled()
+			}
 			return
 		}
 		if rc.noAck {
@@ -219,9 +224,7 @@ func (rc *remoteConsumer) settled(seqs []uint64) []uint64 {
 // forget removes a consumer from the table.
 func (h *handlers) forget(rc *remoteConsumer) {
 	h.cons.mu.Lock()
-	if h.cons.m[rc.key] == rc {
-		delete(h.cons.m, rc.key)
-	}
+	h.cons.remove(rc)
 	h.cons.mu.Unlock()
 }
 
@@ -229,9 +232,35 @@ func (h *handlers) forget(rc *remoteConsumer) {
 // messages other nodes took with basic.get and have not settled (requeued
 // when their node goes down).
 type consumers struct {
-	mu   sync.Mutex
-	m    map[consumerKey]*remoteConsumer
-	gets map[getKey]map[uint64]struct{}
+	mu sync.Mutex
+	m  map[consumerKey]*remoteConsumer
+	// byQueue is m by node and queue: a settlement looks at the
+	// consumers it may concern only.
+	byQueue map[getKey]map[*remoteConsumer]struct{}
+	gets    map[getKey]map[uint64]struct{}
+}
+
+// add puts rc in the table. c.mu held.
+func (c *consumers) add(rc *remoteConsumer) {
+	c.m[rc.key] = rc
+	k := getKey{rc.key.from, rc.q}
+	if c.byQueue[k] == nil {
+		c.byQueue[k] = map[*remoteConsumer]struct{}{}
+	}
+	c.byQueue[k][rc] = struct{}{}
+}
+
+// remove takes rc out of the table. c.mu held.
+func (c *consumers) remove(rc *remoteConsumer) {
+	if c.m[rc.key] != rc {
+		return
+	}
+	delete(c.m, rc.key)
+	k := getKey{rc.key.from, rc.q}
+	delete(c.byQueue[k], rc)
+	if len(c.byQueue[k]) == 0 {
+		delete(c.byQueue, k)
+	}
 }
 
 type getKey struct {
@@ -294,12 +323,12 @@ func (h *handlers) consume(ctx context.Context, from string, req []byte) ([]byte
 		h.cons.mu.Unlock()
 		return nil, status.Error(codes.AlreadyExists, "consumer already registered")
 	}
-	h.cons.m[rc.key] = rc
+	h.cons.add(rc)
 	h.cons.mu.Unlock()
 	opts := queue.ConsumeOptions{Exclusive: flags&2 != 0, Priority: int(max(min(prio, 1<<31-1), -(1 << 31))), Prefetch: int(prefetch)}
 	if err := q.Consume(ctx, rc, opts); err != nil {
 		h.cons.mu.Lock()
-		delete(h.cons.m, rc.key)
+		h.cons.remove(rc)
 		h.cons.mu.Unlock()
 		return nil, h.toStatus(err)
 	}
@@ -397,10 +426,8 @@ func (h *handlers) nodeDown(node string) {
 func (h *handlers) settledBy(from string, q queue.Queue, seqs []uint64) []uint64 {
 	h.cons.mu.Lock()
 	var rcs []*remoteConsumer
-	for k, rc := range h.cons.m {
-		if k.from == from && rc.q == q {
-			rcs = append(rcs, rc)
-		}
+	for rc := range h.cons.byQueue[getKey{from, q}] {
+		rcs = append(rcs, rc)
 	}
 	h.cons.mu.Unlock()
 	var held []uint64

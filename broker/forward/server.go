@@ -37,7 +37,7 @@ func Serve(nw transport.Network, l Local, toStatus func(error) error, log *slog.
 	if toStatus == nil {
 		toStatus = func(err error) error { return err }
 	}
-	h := &handlers{l: l, nw: nw, callTimeout: 30 * time.Second, toStatus: toStatus, log: log.With("subsystem", "forward"), cons: consumers{m: map[consumerKey]*remoteConsumer{}, gets: map[getKey]map[uint64]struct{}{}}}
+	h := &handlers{l: l, nw: nw, callTimeout: 30 * time.Second, toStatus: toStatus, log: log.With("subsystem", "forward"), cons: consumers{m: map[consumerKey]*remoteConsumer{}, byQueue: map[getKey]map[*remoteConsumer]struct{}{}, gets: map[getKey]map[uint64]struct{}{}}}
 	nw.HandleOrdered(methodPublish, h.publish)
 	nw.Handle(methodStats, h.stats)
 	nw.Handle(methodGet, h.get)

@@ -53,9 +53,12 @@ type sub struct {
 	next  uint64
 	early map[uint64][]queue.Delivery
 	// handed counts the deliveries c took (automatic acks): the owner's
-	// credit. crediting is set while a credit call is under way.
-	handed    uint64
-	crediting bool
+	// credit; credited is the count the owner was last told (in a deliver
+	// call's answer or a credit call). crediting is set while a credit
+	// call is under way; creditBatch is the least credit one gives.
+	handed, credited uint64
+	crediting        bool
+	creditBatch      uint64
 }
 
 // push hands pending deliveries to the consumer while it takes them and
@@ -141,19 +144,22 @@ func (s *sub) held() []uint64 {
 }
 
 // giveCredit tells the owner, in the background, how many deliveries the
-// client has taken, one call at a time: what the client takes while a
-// call is under way goes with the next. s.mu held.
+// client has taken once that is creditBatch more than it was told, one
+// call at a time: what the client takes while a call is under way goes
+// with the next. A client that reads slowly so gets its deliveries in
+// batches of a quarter window, not a call for every few it takes. (The
+// owner never waits for less: it stops at a full window, and a window is
+// at least a creditBatch.) s.mu held.
 func (s *sub) giveCredit() {
-	if s.crediting || s.gone {
+	if s.crediting || s.gone || s.handed-s.credited < s.creditBatch {
 		return
 	}
 	s.crediting = true
 	ok := s.q.c.goroutine(func() {
-		sent := uint64(0)
 		for {
 			s.mu.Lock()
 			handed := s.handed
-			if handed == sent || s.gone {
+			if handed-s.credited < s.creditBatch || s.gone {
 				s.crediting = false
 				s.mu.Unlock()
 				return
@@ -170,7 +176,9 @@ func (s *sub) giveCredit() {
 				s.mu.Unlock()
 				return
 			}
-			sent = handed
+			s.mu.Lock()
+			s.credited = max(s.credited, handed)
+			s.mu.Unlock()
 		}
 	})
 	if !ok { // the client is closed
@@ -187,7 +195,7 @@ func (q *Queue) Consume(ctx context.Context, c queue.Consumer, opts queue.Consum
 		return fmt.Errorf("%w: stream '%s' in vhost '%s' is on node '%s'; consume from it on that node", queue.ErrNotImplemented, q.info.Name, q.info.Vhost, q.node)
 	}
 	cl := q.c
-	s := &sub{q: q, c: c, id: cl.nextID.Add(1)}
+	s := &sub{q: q, c: c, id: cl.nextID.Add(1), creditBatch: uint64(max(window(uint32(max(opts.Prefetch, 0)))/4, 1))}
 	cl.mu.Lock()
 	cl.subs[s.id] = s
 	cl.byConsumer[c] = s
@@ -313,6 +321,7 @@ func (cl *Client) handleDeliver(_ context.Context, from string, req []byte) ([]b
 	if err := s.receive(n, ds); err != nil {
 		return nil, badRequest(err)
 	}
+	s.credited = s.handed
 	return binary.BigEndian.AppendUint64(nil, s.handed), nil
 }
 

@@ -22,6 +22,16 @@ type consumerKey struct {
 	id   uint64
 }
 
+// window is the deliveries the owner lets a consumer with prefetch
+// prefetch (0: none) hold: unsettled, or with automatic acks not yet
+// handed to the client.
+func window(prefetch uint32) int {
+	if prefetch == 0 {
+		return defaultWindow
+	}
+	return int(min(prefetch, 1<<20))
+}
+
 // maxDeliverCalls is the deliver calls in flight per consumer: the owner
 // sends the next batch while earlier ones are on their way, and the
 // consumer's node hands the batches over in their order.
@@ -313,11 +323,7 @@ func (h *handlers) consume(ctx context.Context, from string, req []byte) ([]byte
 	if d.err != nil {
 		return nil, badRequest(d.err)
 	}
-	window := int(min(prefetch, 1<<20))
-	if window == 0 {
-		window = defaultWindow
-	}
-	rc := &remoteConsumer{h: h, key: consumerKey{from, id}, q: q, noAck: flags&1 != 0, window: window, unsettled: map[uint64]struct{}{}}
+	rc := &remoteConsumer{h: h, key: consumerKey{from, id}, q: q, noAck: flags&1 != 0, window: window(prefetch), unsettled: map[uint64]struct{}{}}
 	h.cons.mu.Lock()
 	if _, dup := h.cons.m[rc.key]; dup {
 		h.cons.mu.Unlock()

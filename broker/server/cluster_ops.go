@@ -118,12 +118,12 @@ func (b *Broker) Draining() bool { return b.cluster.draining.Load() }
 
 // Drain implements mgmt.Cluster: leaderships move to other nodes, then the
 // node closes its client listeners and connections (clients reconnect to
-// another node); it stays a member and keeps its data. Refused on the only
-// member: its clients would have nowhere to go (stop it instead).
+// another node); it stays a member and keeps its data. The only member of
+// its cluster drains too (the operator's preStop hook runs drain on every
+// pod, a single replica's as well): it has no leadership to hand over and
+// its clients nowhere to go until it is back, but it stops taking them
+// before it stops.
 func (b *Broker) Drain(ctx context.Context) error {
-	if b.voters(ctx) <= 1 {
-		return status.Error(codes.FailedPrecondition, "the only member of its cluster cannot be drained: its clients would have nowhere to go (stop the node instead)")
-	}
 	return b.drain(ctx)
 }
 
@@ -134,7 +134,11 @@ func (b *Broker) drain(ctx context.Context) error {
 		return nil
 	}
 	b.ready.Store(false)
-	b.log.Info("cluster: draining: moving leaderships away, then closing client listeners", "node", c.self.Name)
+	if b.voters(ctx) <= 1 {
+		b.log.Info("cluster: draining the only member of its cluster: no leadership to move; closing client listeners (its clients reconnect once it is back)", "node", c.self.Name)
+	} else {
+		b.log.Info("cluster: draining: moving leaderships away, then closing client listeners", "node", c.self.Name)
+	}
 	if err := b.moveLeadership(ctx); err != nil {
 		return err
 	}

@@ -106,6 +106,17 @@ func clusterCommands(c *ctlClient) []*cobra.Command {
 		case <-cmd.Context().Done():
 			return cmd.Context().Err()
 		}
+		// The only member drains too (a single replica's preStop hook):
+		// say so, since nothing moves and its clients have nowhere to go.
+		var st struct {
+			Nodes []struct {
+				Voter bool `json:"voter"`
+			} `json:"nodes"`
+		}
+		if c.do(http.MethodGet, "/api/cluster/status", nil, &st) == nil && len(st.Nodes) == 1 {
+			c.say(cmd, "Draining the node, the only member of its cluster: no leadership to move; closing its client listeners (clients reconnect once it is back) ...")
+			return c.do(http.MethodPost, "/api/cluster/drain", nil, nil)
+		}
 		return run(cmd, args)
 	}
 	return cmds

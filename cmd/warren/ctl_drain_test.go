@@ -3,8 +3,11 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/broker/brokertest"
 )
@@ -39,5 +42,35 @@ func TestCtlDrainDelay(t *testing.T) {
 	if !drained {
 		b, _ := json.Marshal(st)
 		t.Errorf("node n2 not drained: %s", b)
+	}
+}
+
+// The only member of its cluster drains as well (a single-replica Broker's
+// preStop hook): nothing to move, it says so, and it stops taking AMQP
+// clients while its HTTP API still answers and shows it drained.
+func TestCtlDrainTheOnlyMember(t *testing.T) {
+	n := brokertest.Start(t)
+	out, stderr, err := runCtl(t, n, "drain", "--delay", "100ms")
+	if err != nil {
+		t.Fatalf("drain of the only member: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(out, "only member of its cluster") {
+		t.Errorf("drain of the only member said %q, want it named the only member", out)
+	}
+	if conn, err := amqp091.Dial(n.URL()); err == nil {
+		_ = conn.Close()
+		t.Error("the drained node still takes AMQP clients")
+	}
+	var st struct {
+		Nodes []struct {
+			BeingDrained bool `json:"being_drained"`
+		} `json:"nodes"`
+	}
+	if code := n.API(t, http.MethodGet, "/api/cluster/status", nil, &st); code != http.StatusOK || len(st.Nodes) != 1 || !st.Nodes[0].BeingDrained {
+		t.Errorf("cluster status after the drain: %d %+v, want the one node drained", code, st)
+	}
+	// A second drain (the hook again) succeeds as well.
+	if _, stderr, err := runCtl(t, n, "--quiet", "drain"); err != nil {
+		t.Errorf("second drain: %v\n%s", err, stderr)
 	}
 }

@@ -119,6 +119,21 @@ func (c *Client) Close() {
 	c.wg.Wait()
 }
 
+// errClosed nacks what is published through a closed Client.
+var errClosed = errors.New("forward: the node is shutting down")
+
+// track counts a call under way for Close to wait for (wg.Done when it is
+// answered); false once the Client is closed.
+func (c *Client) track() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	return true
+}
+
 // goroutine runs fn on a goroutine Close waits for; false (fn not run)
 // once the Client is closed.
 func (c *Client) goroutine(fn func()) bool {
@@ -302,7 +317,9 @@ type item struct {
 
 // sender is the publish path to one node: a queue of items, sent in calls
 // that each take everything queued (up to MaxBatchBytes), up to
-// MaxInFlight calls under way. One goroutine at a time sends (the pump):
+// MaxInFlight calls under way, their answers handled where the transport
+// reads them (no goroutine waits for a call). One goroutine at a time
+// sends (the pump):
 // the calls leave in the order their items were queued, and the owner
 // starts them in that order (transport's Send and HandleOrdered), so the
 // messages of a channel reach their queue in the order published.
@@ -383,8 +400,8 @@ func (s *sender) throttle(ctx context.Context) error {
 }
 
 // pump sends batches, one call after another, while items wait and fewer
-// than MaxInFlight calls are under way; a goroutine per call waits for its
-// answer.
+// than MaxInFlight calls are under way; each call's answer is handled
+// where the transport reads it.
 func (s *sender) pump() {
 	for {
 		s.mu.Lock()
@@ -413,21 +430,22 @@ func (s *sender) pump() {
 		s.mu.Unlock()
 
 		req := appendPublishes(buf, items)
+		if !s.c.track() {
+			s.answered(items, size, nil, nil, errClosed)
+			continue
+		}
 		ctx, cancel := context.WithTimeout(s.c.ctx, s.c.cfg.CallTimeout)
-		wait, err := s.c.cfg.Network.Send(ctx, s.node, methodPublish, req)
+		// The answer comes on the transport's reader: confirmers do not
+		// block (a queue's own loop calls them too).
+		err := s.c.cfg.Network.Send(ctx, s.node, methodPublish, req, func(ans []byte, err error) {
+			cancel()
+			s.answered(items, size, req, ans, err)
+			s.c.wg.Done()
+		})
 		if err != nil {
 			cancel()
 			s.answered(items, size, nil, nil, err)
-			continue
-		}
-		if !s.c.goroutine(func() {
-			ans, err := wait()
-			cancel()
-			s.answered(items, size, req, ans, err)
-		}) {
-			ans, err := wait() // closed: ends at once (ctx is done)
-			cancel()
-			s.answered(items, size, req, ans, err)
+			s.c.wg.Done()
 		}
 	}
 }

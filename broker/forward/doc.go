@@ -63,7 +63,8 @@
 //
 // Concurrency: every exported method is safe for concurrent use. A
 // proxy's Publish never blocks (it appends to its sender's queue under a
-// mutex taken briefly); confirms are called from the sender's goroutines.
+// mutex taken briefly); a publish call's confirms are called where the
+// transport reads its answer (transport.Network.Send's done).
 // Lock order: sender.mu before Client.mu (a sender starts its goroutines
 // through the Client), and so is sub.mu (a sub starts its credit call
 // under it). A remoteConsumer's mu and a proxy's settler.mu are leaves:

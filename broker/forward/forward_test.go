@@ -108,11 +108,11 @@ func (n *countingNetwork) Call(ctx context.Context, node, method string, req []b
 	return n.Network.Call(ctx, node, method, req)
 }
 
-func (n *countingNetwork) Send(ctx context.Context, node, method string, req []byte) (func() ([]byte, error), error) {
+func (n *countingNetwork) Send(ctx context.Context, node, method string, req []byte, done func([]byte, error)) error {
 	if method == methodPublish {
 		n.publishes.Add(1)
 	}
-	return n.Network.Send(ctx, node, method, req)
+	return n.Network.Send(ctx, node, method, req, done)
 }
 
 // confirms records a publisher's confirms.

@@ -24,10 +24,13 @@ type clientLink struct {
 	mu      sync.Mutex
 	next    uint64
 	pending map[uint64]chan *pb.Message
+	calls   map[uint64]*asyncCall // Sends waiting for their answer (client_async.go)
+	ended   bool                  // the stream ended: calls are failed, no more taken
 }
 
 func newClientLink(ctx context.Context, peer string, s frameStream, stats *counters, limit int, h *heard, from *lastHeard) *clientLink {
-	c := &clientLink{link: newLink(ctx, s, stats, limit), peer: peer, heard: h, from: from, pending: map[uint64]chan *pb.Message{}}
+	c := &clientLink{link: newLink(ctx, s, stats, limit), peer: peer, heard: h, from: from, pending: map[uint64]chan *pb.Message{}, calls: map[uint64]*asyncCall{}}
+	context.AfterFunc(c.ctx, c.failCalls)
 	go c.read()
 	return c
 }
@@ -48,9 +51,13 @@ func (c *clientLink) read() {
 			c.mu.Lock()
 			ch := c.pending[m.GetId()]
 			delete(c.pending, m.GetId())
+			a := c.takeCallLocked(m.GetId())
 			c.mu.Unlock()
-			if ch != nil {
+			switch {
+			case ch != nil:
 				ch <- m // buffered: one answer per request
+			case a != nil:
+				a.answer(m)
 			}
 		}
 	}

@@ -48,7 +48,9 @@
 // they came, and runs everything else concurrently, except the calls of a
 // method registered with HandleOrdered: their starts run on the stream's
 // reader in the order they came (their waits concurrently), so requests a
-// node Sends one after another start in that order on the peer.
+// node Sends one after another start in that order on the peer. A Send's
+// answer is handed to its done on the caller's stream reader: no goroutine
+// waits for it.
 //
 // Framing and batching. A stream's sender has a queue and one writer: the
 // writer takes everything queued and sends it as one Frame (a repeated

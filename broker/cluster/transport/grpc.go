@@ -266,19 +266,54 @@ func (n *GRPCNetwork) peer(node string) (*peerConn, error) {
 }
 
 func (n *GRPCNetwork) Call(ctx context.Context, node, method string, req []byte) ([]byte, error) {
-	wait, err := n.Send(ctx, node, method, req)
+	if node == n.core.node {
+		return n.core.serveCall(ctx, node, method, req)
+	}
+	l, err := n.callLink(ctx, node, req)
 	if err != nil {
 		return nil, err
 	}
-	return wait()
+	resp, err := l.roundTrip(ctx, callMessage(method, req))
+	if err != nil {
+		return nil, err
+	}
+	return callAnswer(node, resp)
 }
 
 // Send implements Network: the request is queued on the data stream to
-// node, whose messages go out (and are read there) in the order queued.
-func (n *GRPCNetwork) Send(ctx context.Context, node, method string, req []byte) (func() ([]byte, error), error) {
+// node, whose messages go out (and are read there) in the order queued;
+// done runs on the stream's reader.
+func (n *GRPCNetwork) Send(ctx context.Context, node, method string, req []byte, done func([]byte, error)) error {
 	if node == n.core.node {
-		return n.core.startCall(ctx, node, method, req)
+		sendSelf(ctx, n.core, method, req, done)
+		return nil
 	}
+	l, err := n.callLink(ctx, node, req)
+	if err != nil {
+		return err
+	}
+	return l.sendAsync(ctx, callMessage(method, req), func(resp *pb.Message, err error) {
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		done(callAnswer(node, resp))
+	})
+}
+
+// sendSelf is a Send to this node: the start runs in place (in the order
+// of the caller's Sends), the wait and done on a goroutine.
+func sendSelf(ctx context.Context, c *core, method string, req []byte, done func([]byte, error)) {
+	wait, err := c.startCall(ctx, c.node, method, req)
+	if err != nil {
+		go done(nil, err)
+		return
+	}
+	go func() { done(wait()) }()
+}
+
+// callLink is the data stream to node, for a call of req.
+func (n *GRPCNetwork) callLink(ctx context.Context, node string, req []byte) (*clientLink, error) {
 	if len(req) > n.maxMsg {
 		return nil, status.Errorf(codes.ResourceExhausted, "call of %d bytes (limit %d)", len(req), n.maxMsg)
 	}
@@ -286,25 +321,19 @@ func (n *GRPCNetwork) Send(ctx context.Context, node, method string, req []byte)
 	if err != nil {
 		return nil, err
 	}
-	l, err := p.link(ctx, data)
-	if err != nil {
-		return nil, err
+	return p.link(ctx, data)
+}
+
+func callMessage(method string, req []byte) *pb.Message {
+	return &pb.Message{Body: &pb.Message_Call{Call: &pb.CallRequest{Method: method, Payload: req}}}
+}
+
+func callAnswer(node string, resp *pb.Message) ([]byte, error) {
+	r, ok := resp.GetBody().(*pb.Message_CallResp)
+	if !ok {
+		return nil, status.Errorf(codes.Internal, "node %q answered a call with %T", node, resp.GetBody())
 	}
-	id, ch, err := l.send(ctx, &pb.Message{Body: &pb.Message_Call{Call: &pb.CallRequest{Method: method, Payload: req}}})
-	if err != nil {
-		return nil, err
-	}
-	return func() ([]byte, error) {
-		resp, err := l.wait(ctx, id, ch)
-		if err != nil {
-			return nil, err
-		}
-		r, ok := resp.GetBody().(*pb.Message_CallResp)
-		if !ok {
-			return nil, status.Errorf(codes.Internal, "node %q answered a call with %T", node, resp.GetBody())
-		}
-		return r.CallResp.GetPayload(), nil
-	}, nil
+	return r.CallResp.GetPayload(), nil
 }
 
 // startRaft sends an append on the data stream without waiting for its

@@ -253,41 +253,42 @@ type callResult struct {
 
 // Send implements Network: the requests Sent to one node go through one
 // queue, started there one after another in the order they were Sent.
-func (n *inmemNetwork) Send(ctx context.Context, node, method string, req []byte) (func() ([]byte, error), error) {
+func (n *inmemNetwork) Send(ctx context.Context, node, method string, req []byte, done func([]byte, error)) error {
 	if node == n.core.node {
-		return n.core.startCall(ctx, node, method, req)
+		sendSelf(ctx, n.core, method, req, done)
+		return nil
 	}
-	peer, fctx, done, err := n.hub.link(ctx, n.core.node, node)
+	peer, fctx, endFlight, err := n.hub.link(ctx, n.core.node, node)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	req = slices.Clone(req)
-	ch := make(chan callResult, 1)
+	var once sync.Once
+	finish := func(resp []byte, err error) {
+		once.Do(func() {
+			endFlight()
+			done(resp, err)
+		})
+	}
+	stop := context.AfterFunc(fctx, func() { finish(nil, ctxStatus(fctx, node)) })
 	n.enqueue(node, func() {
 		sleep(fctx, n.hub.delayOf(n.core.node, node, method))
 		if fctx.Err() != nil {
-			ch <- callResult{nil, ctxStatus(fctx, node)}
-			return
+			return // the watch of fctx tells done
 		}
 		wait, err := peer.core.startCall(fctx, n.core.node, method, req)
 		if err != nil {
-			ch <- callResult{nil, err}
+			stop()
+			finish(nil, err)
 			return
 		}
 		go func() {
 			resp, err := wait()
-			ch <- callResult{slices.Clone(resp), err}
+			stop()
+			finish(slices.Clone(resp), err)
 		}()
 	})
-	return func() ([]byte, error) {
-		defer done()
-		select {
-		case r := <-ch:
-			return r.resp, r.err
-		case <-fctx.Done():
-			return nil, ctxStatus(fctx, node)
-		}
-	}, nil
+	return nil
 }
 
 // enqueue queues a Sent request's start on the link to node.

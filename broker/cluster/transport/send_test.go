@@ -52,18 +52,17 @@ func TestSendStartsInOrder(t *testing.T) {
 					}, nil
 				})
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				var waits []func() ([]byte, error)
+				answers := make([]answerCh, n)
 				for i := range n {
-					wait, err := a.Send(ctx, target.Node(), "seq", []byte(strconv.Itoa(i)))
-					if err != nil {
+					answers[i] = make(answerCh, 1)
+					if err := a.Send(ctx, target.Node(), "seq", []byte(strconv.Itoa(i)), answers[i].put); err != nil {
 						t.Fatalf("send %d to %s: %v", i, target.Node(), err)
 					}
-					waits = append(waits, wait)
 				}
-				for i, wait := range waits {
-					resp, err := wait()
-					if err != nil || string(resp) != strconv.Itoa(i) {
-						t.Fatalf("call %d to %s answered %q, %v (waits not under way at once?)", i, target.Node(), resp, err)
+				for i, ch := range answers {
+					r := <-ch
+					if r.err != nil || string(r.resp) != strconv.Itoa(i) {
+						t.Fatalf("call %d to %s answered %q, %v (waits not under way at once?)", i, target.Node(), r.resp, r.err)
 					}
 				}
 				cancel()
@@ -104,21 +103,59 @@ func TestSendErrors(t *testing.T) {
 				{b.Node(), "nope", codes.Unimplemented, ""},
 			}
 			for _, tc := range cases {
-				wait, err := a.Send(ctx, tc.node, tc.method, []byte("hi"))
-				if err != nil {
+				ch := make(answerCh, 1)
+				if err := a.Send(ctx, tc.node, tc.method, []byte("hi"), ch.put); err != nil {
 					t.Fatalf("%s: send: %v", tc.method, err)
 				}
-				resp, err := wait()
-				if status.Code(err) != tc.code || string(resp) != tc.resp {
-					t.Errorf("%s: got %q, %v; want %q, code %v", tc.method, resp, err, tc.resp, tc.code)
+				r := <-ch
+				if status.Code(r.err) != tc.code || string(r.resp) != tc.resp {
+					t.Errorf("%s: got %q, %v; want %q, code %v", tc.method, r.resp, r.err, tc.resp, tc.code)
 				}
 			}
-			if _, err := a.Send(ctx, "nobody", "plain", nil); status.Code(err) != codes.Unavailable {
+			if err := a.Send(ctx, "nobody", "plain", nil, func([]byte, error) { t.Error("done called for a request not sent") }); status.Code(err) != codes.Unavailable {
 				t.Errorf("send to an unknown node: %v, want Unavailable", err)
+			}
+			// A call whose context ends is answered with its end, once.
+			b.Handle("block", func(ctx context.Context, _ string, _ []byte) ([]byte, error) {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			})
+			short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancelShort()
+			ch := make(answerCh, 2)
+			if err := a.Send(short, b.Node(), "block", nil, ch.put); err != nil {
+				t.Fatal(err)
+			}
+			if r := <-ch; status.Code(r.err) != codes.DeadlineExceeded {
+				t.Errorf("a call past its deadline: %v, want DeadlineExceeded", r.err)
+			}
+			time.Sleep(100 * time.Millisecond)
+			if len(ch) != 0 {
+				t.Errorf("done called twice")
+			}
+			// The peer gone: the calls under way fail with Unavailable.
+			ch = make(answerCh, 1)
+			if err := a.Send(ctx, b.Node(), "block", nil, ch.put); err != nil {
+				t.Fatal(err)
+			}
+			_ = b.Close()
+			if r := <-ch; status.Code(r.err) != codes.Unavailable {
+				t.Errorf("a call under way when its peer closed: %v, want Unavailable", r.err)
 			}
 		})
 	}
 }
+
+// answer is what a Send's done got.
+type answer struct {
+	resp []byte
+	err  error
+}
+
+// answerCh collects the answers of Sends.
+type answerCh chan answer
+
+func (ch answerCh) put(resp []byte, err error) { ch <- answer{resp, err} }
 
 func hubOf(n Network) (*InmemHub, bool) {
 	in, ok := n.(*inmemNetwork)

@@ -38,15 +38,17 @@ type Network interface {
 	// Call sends req to the handler of method on node and returns its
 	// answer. Calling this node's own name runs the handler in place.
 	Call(ctx context.Context, node, method string, req []byte) ([]byte, error)
-	// Send is Call in two steps: it queues req for node and returns how to
-	// wait for the answer (wait must be called once; ctx bounds both
-	// steps). The requests Sent to one node, one Send after another's
-	// return, reach it in that order, and a handler registered with
-	// HandleOrdered starts them in that order: a caller that serializes its
-	// Sends gets ordered calls with many answers under way. A request lost
-	// with a broken connection fails (its wait returns Unavailable); the
-	// ones after it may still arrive.
-	Send(ctx context.Context, node, method string, req []byte) (wait func() ([]byte, error), err error)
+	// Send is Call without a goroutine waiting: done gets the answer (or
+	// the failure, as Call returns it), once, on a goroutine of the
+	// Network, and must not block; ctx bounds the call. An error from Send
+	// itself (nothing was sent: no such peer, a closed Network, too big a
+	// request) means done is not called. The requests Sent to one node, one
+	// Send after another's return, reach it in that order, and a handler
+	// registered with HandleOrdered starts them in that order: a caller that
+	// serializes its Sends gets ordered calls with many answers under way.
+	// A request lost with a broken connection fails; the ones after it may
+	// still arrive.
+	Send(ctx context.Context, node, method string, req []byte, done func(resp []byte, err error)) error
 	// Handle registers h for method, replacing any earlier handler; calls
 	// of a method without one fail with codes.Unimplemented.
 	Handle(method string, h Handler)

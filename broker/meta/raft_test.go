@@ -406,7 +406,7 @@ func TestRaftForwardedWriteFollowsANewLeader(t *testing.T) {
 		<-ctx.Done() // a leader that never answers
 		return nil, ctx.Err()
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- from.r.PutVhost(ctx, Vhost{Name: "forwarded"}) }()
@@ -417,12 +417,28 @@ func TestRaftForwardedWriteFollowsANewLeader(t *testing.T) {
 	}
 	must(t, old.r.Group().TransferLeadership(ctxT(t), next.name))
 	moved := time.Now()
-	select {
-	case err := <-errc:
-		must(t, err)
-		t.Logf("acknowledged %v after the leadership moved", time.Since(moved))
-	case <-time.After(5 * time.Second):
-		t.Fatal("a write forwarded to a leader that does not answer is not acknowledged 5 s after the leadership moved")
-	}
+	// The write is acknowledged within 5 s of the leadership's last move
+	// away from old. Under load a 150 ms election can hand the leadership
+	// back to old (its raft is healthy, only its write handler hangs): the
+	// write then rightly waits for old again, so the leadership is moved
+	// away again and the 5 s start over.
+	eventually.Succeeds(t, 30*time.Second, "the forwarded write acknowledged", func() error {
+		select {
+		case err := <-errc:
+			must(t, err)
+			t.Logf("acknowledged %v after the leadership moved", time.Since(moved))
+			return nil
+		default:
+		}
+		if old.r.Group().IsLeader() {
+			t.Logf("the leadership came back to %s: moving it away again", old.name)
+			must(t, old.r.Group().TransferLeadership(ctxT(t), next.name))
+			moved = time.Now()
+		}
+		if since := time.Since(moved); since > 5*time.Second {
+			t.Fatalf("a write forwarded to a leader that does not answer is not acknowledged %v after the leadership moved", since)
+		}
+		return errors.New("not acknowledged yet")
+	})
 	c.converged(false)
 }

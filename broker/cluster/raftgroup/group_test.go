@@ -75,7 +75,7 @@ func TestOneMemberAppliesAndRestartsWithItsLog(t *testing.T) {
 }
 
 func TestThreeMembersReplicateTransferAndRemove(t *testing.T) {
-	c := newCluster(t, 3)
+	c := newClusterTimed(t, 3, steadyTiming) // the leader must stay put until the transfer
 	l := c.leader()
 	if _, _, err := l.g.Apply(ctxT(t), []byte("a")); err != nil {
 		t.Fatal(err)

@@ -125,11 +125,27 @@ type cluster struct {
 	timing Timing // what open gives the groups; zero: fastTiming
 }
 
+// steadyTiming is for tests that need one leader to stay put for a while
+// on a loaded machine (fastTiming's 50 ms lease loses it under load); a
+// transfer or a bootstrap still elects at once.
+var steadyTiming = Timing{
+	HeartbeatTimeout:   time.Second,
+	ElectionTimeout:    time.Second,
+	LeaderLeaseTimeout: 500 * time.Millisecond,
+	CommitTimeout:      5 * time.Millisecond,
+}
+
 // newCluster opens n nodes (n1, n2...) in a hub; n1 bootstraps, the others
 // are added as voters.
 func newCluster(t *testing.T, n int) *cluster {
 	t.Helper()
-	c := &cluster{t: t, hub: transport.NewInmemHub()}
+	return newClusterTimed(t, n, fastTiming)
+}
+
+// newClusterTimed is newCluster with the groups on timing.
+func newClusterTimed(t *testing.T, n int, timing Timing) *cluster {
+	t.Helper()
+	c := &cluster{t: t, hub: transport.NewInmemHub(), timing: timing}
 	for i := 1; i <= n; i++ {
 		nd := &node{name: "n" + strconv.Itoa(i), stores: logstore.NewInmem(), dir: t.TempDir()}
 		c.nodes = append(c.nodes, nd)

@@ -2,7 +2,10 @@ package raftgroup
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -34,14 +37,94 @@ func (g *Group) RemoveServer(ctx context.Context, node string) error {
 
 // TransferLeadership hands leadership to node ("" lets raft pick the most
 // up-to-date voter) and returns once the transfer finished; on the leader
-// only.
+// only. raft gives a transfer one election timeout: a target slower than
+// that (a loaded machine, a candidate that lost its first election) makes
+// raft give up while this node still leads. Then the transfer goes again,
+// until ctx ends: ctx, not raft's timer, bounds how long the caller waits.
+// A transfer that raft gave up on but that moved the leadership after all
+// succeeded.
 func (g *Group) TransferLeadership(ctx context.Context, node string) error {
-	return g.wait(ctx, func() raft.Future {
+	start := func() raft.Future {
 		if node == "" {
 			return g.r().LeadershipTransfer()
 		}
 		return g.r().LeadershipTransferToServer(raft.ServerID(node), raft.ServerAddress(node))
-	})
+	}
+	for attempt := 0; ; attempt++ {
+		err := g.waitRaw(ctx, start)
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("raftgroup %s: transfer leadership (last try: %v): %w", g.id, err, ctx.Err())
+		case !transferUnfinished(err):
+			return g.mapErr(err)
+		}
+		// Let the target's election (if any) finish, then look again.
+		if werr := g.settle(ctx, attempt); werr != nil {
+			return fmt.Errorf("raftgroup %s: transfer leadership (last try: %v): %w", g.id, err, werr)
+		}
+		if g.IsLeader() {
+			continue
+		}
+		leader, werr := g.WaitLeader(ctx)
+		switch {
+		case werr != nil:
+			return fmt.Errorf("raftgroup %s: transfer leadership (last try: %v): %w", g.id, err, werr)
+		case leader == g.node:
+			continue // this node won the election again: go again
+		case node == "" || leader == node:
+			return nil
+		}
+		return g.mapErr(raft.ErrNotLeader)
+	}
+}
+
+// transferUnfinished reports whether a transfer failed in a way a retry
+// may fix: raft timed it out (it has no sentinel for that), or the previous
+// transfer still holds raft's in-progress flag (raft clears it just after
+// answering).
+func transferUnfinished(err error) bool {
+	return errors.Is(err, raft.ErrLeadershipTransferInProgress) ||
+		strings.Contains(err.Error(), "leadership transfer timeout")
+}
+
+// settle waits before transfer retry attempt: until a leader other than
+// this node is known, or 20ms doubling up to 320ms, or ctx's end.
+func (g *Group) settle(ctx context.Context, attempt int) error {
+	t := time.NewTimer(20 * time.Millisecond << min(attempt, 4))
+	defer t.Stop()
+	for {
+		changed := g.leaderChange()
+		if l := g.Leader(); l != "" && l != g.node {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-t.C:
+			return nil
+		case <-g.done:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// waitRaw is wait without mapping raft's errors.
+func (g *Group) waitRaw(ctx context.Context, start func() raft.Future) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f := start()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Configuration is the group's latest configuration as this node knows it

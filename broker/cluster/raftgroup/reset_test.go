@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/warrenmq/warren/broker/brokertest/eventually"
 	"github.com/warrenmq/warren/broker/cluster/logstore"
+	"github.com/warrenmq/warren/broker/cluster/transport"
 )
 
 // Reset wipes a group that is this node alone (its log, term and
@@ -72,4 +74,55 @@ func (f *listFSM) reset() {
 	f.mu.Lock()
 	f.cmds = nil
 	f.mu.Unlock()
+}
+
+// dropFails is a node's log store whose Drop fails (a disk error while a
+// reset removes the group's log).
+type dropFails struct{ logstore.GroupStores }
+
+func (dropFails) Drop(string) error { return errors.New("disk error") }
+
+// A reset that fails once raft stopped (the log cannot be dropped) leaves
+// the group working on the state it had, not dead: writes commit, the FSM
+// holds the entries once, and the error says what happened. A reset that
+// succeeds forgets the old log's nudge mark, so the new log's first
+// writes nudge their followers.
+func TestResetFailureKeepsTheGroupWorking(t *testing.T) {
+	c := &cluster{t: t, hub: transport.NewInmemHub()}
+	lone := &node{name: "n1", stores: dropFails{logstore.NewInmem()}, dir: t.TempDir()}
+	c.open(lone, true)
+	waitLeader(t, lone.g)
+	for _, cmd := range []string{"a", "b"} {
+		if _, _, err := lone.g.Apply(ctxT(t), []byte(cmd)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := lone.g.Reset(ctxT(t), lone.fsm.reset)
+	if err == nil || !strings.Contains(err.Error(), "raft started again") {
+		t.Fatalf("reset with a failing drop: %v, want an error saying raft started again", err)
+	}
+	if lone.g.Fresh() {
+		t.Fatal("the group reports Fresh while its state is still there")
+	}
+	eventually.Succeeds(t, 10*time.Second, "a write after the failed reset", func() error {
+		_, _, err := lone.g.Apply(ctxT(t), []byte("c"))
+		return err
+	})
+	if got, want := lone.fsm.list(), []string{"a", "b", "c"}; !slices.Equal(got, want) {
+		t.Fatalf("FSM after the failed reset: %q, want %q", got, want)
+	}
+
+	ok := &node{name: "n2", stores: logstore.NewInmem(), dir: t.TempDir()}
+	c.open(ok, true)
+	waitLeader(t, ok.g)
+	if _, _, err := ok.g.Apply(ctxT(t), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	ok.g.nudged.Store(1 << 40) // as after a long life
+	if err := ok.g.Reset(ctxT(t), ok.fsm.reset); err != nil {
+		t.Fatal(err)
+	}
+	if m := ok.g.nudged.Load(); m != 0 {
+		t.Fatalf("nudge mark after a reset: %d, want 0 (the new log's writes would skip their nudge)", m)
+	}
 }

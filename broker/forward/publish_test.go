@@ -2,7 +2,6 @@ package forward
 
 import (
 	"fmt"
-	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -102,10 +101,11 @@ func TestAFailedPublishCallHoldsUpNothing(t *testing.T) {
 // Close nacks the publishes under way and queued, ends the goroutines
 // that sent them, and nacks what is published after it.
 func TestCloseNacksWhatIsUnderWayAndLeavesNoGoroutine(t *testing.T) {
+	mark := markGoroutines(t) // counts this test's goroutines, not the package's
 	_, c, _, owner := setup(t)
 	owner.hold = make(chan struct{}) // confirms nothing before Close
 	q := c.Queue(owner.info, "b")
-	before := runtime.NumGoroutine()
+	before, _ := mark.count()
 	var conf confirms
 	publishNumbered(q, &conf, 0, 1000)
 	eventually.True(t, 10*time.Second, "the owner has messages", func() bool {
@@ -122,7 +122,10 @@ func TestCloseNacksWhatIsUnderWayAndLeavesNoGoroutine(t *testing.T) {
 		t.Fatalf("published after Close: %d nacked in all, want 1010", nacked)
 	}
 	close(owner.hold) // the twin's own waiting confirms end too
-	eventually.True(t, 10*time.Second, "the Client's goroutines ended", func() bool {
-		return runtime.NumGoroutine() <= before
+	eventually.Succeeds(t, 10*time.Second, "the Client's goroutines ended", func() error {
+		if n, stacks := mark.count(); n < 0 || n > before {
+			return fmt.Errorf("%d goroutines, %d before the publishes:\n%s", n, before, stacks)
+		}
+		return nil
 	})
 }

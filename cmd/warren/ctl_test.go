@@ -96,9 +96,10 @@ func TestCtlWriteCommandsSayWhatTheyDo(t *testing.T) {
 
 	conn := n.Dial(t)
 	var conns []struct{ Name string }
-	n.API(t, "GET", "/api/connections", nil, &conns)
-	if len(conns) != 1 {
-		t.Fatalf("connections: %v", conns)
+	// Listed once Dial returns: the broker lists a connection before it
+	// writes open-ok (amqp's handshake).
+	if code := n.API(t, "GET", "/api/connections", nil, &conns); code != 200 || len(conns) != 1 {
+		t.Fatalf("GET /api/connections right after Dial: %d %v", code, conns)
 	}
 	out, _, err := runCtl(t, n, "close-connection", conns[0].Name)
 	if err != nil || out != `Closing connection "`+conns[0].Name+`" ...`+"\n" {

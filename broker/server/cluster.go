@@ -98,7 +98,7 @@ func openCluster(ctx context.Context, cfg config.Config, log *slog.Logger) (c *c
 	c.members = membership.New(membership.Config{
 		Self: c.self, Seeds: cl.Seeds, DNS: cl.DNS, DefaultPort: port,
 		Network: nw, Hello: c.hello, Group: metaGroup{c.meta}, Directory: metaDirectory{c.meta}, Log: log,
-		SetAddress: nw.SetAddress, Forgotten: c.forgotten,
+		SetAddress: nw.SetAddress, Forgotten: c.forgotten, JoinMarker: cfg.Path("raft", "joining.json"),
 	})
 	if err := c.members.Start(ctx); err != nil {
 		return c, fmt.Errorf("server: %w", err)

@@ -33,7 +33,11 @@ func (b *Broker) Join(ctx context.Context, addr string) error {
 	peer, err := c.members.Join(ctx, addr, b.resetForJoin)
 	if err != nil {
 		// A reset node that formed a cluster of its own again gets its
-		// defaults back (nothing happens when it has definitions).
+		// defaults back (nothing happens when it has definitions); one
+		// whose join's outcome is unknown waits for the cluster's.
+		if c.members.Awaiting(context.WithoutCancel(ctx)) {
+			return err
+		}
 		if berr := b.bootstrap(context.WithoutCancel(ctx)); berr != nil {
 			b.log.Error("cluster: recreate the defaults after a failed join", "error", berr)
 		}

@@ -85,6 +85,11 @@ type Config struct {
 	// records of the queues that lived on it. Optional.
 	Forgotten func(ctx context.Context, node string) error
 	Log       *slog.Logger
+	// JoinMarker is the file Join records the cluster it joins in before
+	// it wipes the node, removed once joined (or refused outright). A node
+	// whose group is empty and that finds it at Start resumes the join and
+	// never forms a cluster of its own. Optional ("": not recorded).
+	JoinMarker string
 	// RetryInterval is the pause between discovery rounds [1s].
 	RetryInterval time.Duration
 }
@@ -95,8 +100,9 @@ type Membership struct {
 	cfg Config
 	log *slog.Logger
 
-	mu     sync.Mutex
-	joined bool
+	mu      sync.Mutex
+	joined  bool
+	joining bool // a Join of this node is under way
 }
 
 // New registers membership's handlers on the network; Start does the rest.
@@ -131,6 +137,16 @@ type joinRequest struct {
 // so nodes started together from the same seed list form one cluster,
 // never two. It returns ctx's error if ctx ends first.
 func (m *Membership) Start(ctx context.Context) error {
+	mk, marked, err := m.readMarker()
+	if err != nil {
+		return err
+	}
+	if marked && m.awaiting(ctx) {
+		return m.resumeJoin(ctx, mk)
+	}
+	if marked {
+		m.removeMarker() // killed before the reset wiped anything, or after the join
+	}
 	if !m.cfg.Group.Fresh() {
 		m.setJoined()
 		m.announce(ctx)
@@ -159,6 +175,21 @@ func (m *Membership) setJoined() {
 	m.mu.Lock()
 	m.joined = true
 	m.mu.Unlock()
+}
+
+// admitting refuses a node's join through this node while this node is
+// not in a cluster yet, or is joining another one (its reset would wipe
+// the configuration that adds the asking node).
+func (m *Membership) admitting() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.joined {
+		return status.Error(codes.FailedPrecondition, "membership: this node is not in a cluster yet")
+	}
+	if m.joining {
+		return status.Error(codes.Unavailable, "membership: this node is joining another cluster; ask another member")
+	}
+	return nil
 }
 
 // Joined reports whether Start finished.
@@ -364,8 +395,8 @@ func (m *Membership) handleJoin(ctx context.Context, from string, req []byte) ([
 	if err := json.Unmarshal(req, &jr); err != nil || jr.Node.Name == "" || jr.Node.Address == "" {
 		return nil, status.Error(codes.InvalidArgument, "membership: a join needs the node's name and address")
 	}
-	if !m.Joined() {
-		return nil, status.Error(codes.FailedPrecondition, "membership: this node is not in a cluster yet")
+	if err := m.admitting(); err != nil {
+		return nil, err
 	}
 	leader := m.cfg.Group.Leader()
 	if leader == "" {

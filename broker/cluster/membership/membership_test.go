@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -67,6 +68,7 @@ type world struct {
 	dir   *directory
 	mu    sync.Mutex
 	addrs map[string]string // address -> node name of the running nodes
+	disk  string            // the nodes' join markers (they survive a restart)
 }
 
 type member struct {
@@ -77,7 +79,7 @@ type member struct {
 }
 
 func newWorld(t *testing.T) *world {
-	return &world{t: t, hub: transport.NewInmemHub(), dir: &directory{nodes: map[string]Node{}}, addrs: map[string]string{}}
+	return &world{t: t, hub: transport.NewInmemHub(), dir: &directory{nodes: map[string]Node{}}, addrs: map[string]string{}, disk: t.TempDir()}
 }
 
 func (w *world) hello(_ context.Context, addr string) (string, error) {
@@ -107,7 +109,7 @@ func (w *world) start(name, id string, seeds []string, dns string) *member {
 		Lookup: func(context.Context, string) ([]string, error) {
 			return []string{"dns-a", "dns-b", "dns-c"}, nil
 		},
-		Network: net, Hello: w.hello, Group: g, Directory: w.dir,
+		Network: net, Hello: w.hello, Group: g, Directory: w.dir, JoinMarker: w.marker(name),
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), RetryInterval: 50 * time.Millisecond,
 	})
 	w.mu.Lock()
@@ -116,6 +118,9 @@ func (w *world) start(name, id string, seeds []string, dns string) *member {
 	w.t.Cleanup(func() { g.Close(); net.Close() })
 	return &member{name: name, group: g, m: m, net: net}
 }
+
+// marker is where node name records the cluster it is joining.
+func (w *world) marker(name string) string { return filepath.Join(w.disk, name, "joining.json") }
 
 func (w *world) stop(mb *member) {
 	w.mu.Lock()

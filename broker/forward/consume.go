@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/warrenmq/warren/broker/queue"
 )
@@ -38,6 +39,13 @@ const (
 // prefetch limit (and, for automatic acks, those its node has not handed
 // to the client).
 const defaultWindow = 1000
+
+// A credit call that fails is made again after creditRetryMin, doubling
+// up to creditRetryMax.
+const (
+	creditRetryMin = 50 * time.Millisecond
+	creditRetryMax = 2 * time.Second
+)
 
 // sub is a consumer on this node of a queue another node holds.
 type sub struct {
@@ -156,6 +164,7 @@ func (s *sub) giveCredit() {
 	}
 	s.crediting = true
 	ok := s.q.c.goroutine(func() {
+		retry := creditRetryMin
 		for {
 			s.mu.Lock()
 			handed := s.handed
@@ -169,13 +178,21 @@ func (s *sub) giveCredit() {
 			_, err := s.q.c.cfg.Network.Call(ctx, s.q.node, methodCredit, appendCredit(nil, s.id, handed))
 			cancel()
 			if err != nil {
-				// The owner down cancels the consumer (peerChanged).
-				s.q.c.log.Debug("forward: giving credit to a queue's node", "node", s.q.node, "queue", s.q.info.Name, "err", err)
-				s.mu.Lock()
-				s.crediting = false
-				s.mu.Unlock()
-				return
+				// The owner waits for this credit and nothing else brings
+				// it: try again until it is taken, the consumer is gone
+				// (cancelled, or its owner reported down: peerChanged)
+				// or this node shuts down.
+				s.q.c.log.Debug("forward: giving credit to a queue's node; trying again", "node", s.q.node, "queue", s.q.info.Name, "err", err, "in", retry)
+				if !s.q.c.sleep(retry) {
+					s.mu.Lock()
+					s.crediting = false
+					s.mu.Unlock()
+					return
+				}
+				retry = min(2*retry, creditRetryMax)
+				continue
 			}
+			retry = creditRetryMin
 			s.mu.Lock()
 			s.credited = max(s.credited, handed)
 			s.mu.Unlock()
@@ -359,5 +376,17 @@ func (cl *Client) peerChanged(node string, up bool) {
 	}
 	for _, s := range subs {
 		cl.cancelled(s)
+	}
+}
+
+// sleep waits d; false when the Client closed meanwhile.
+func (cl *Client) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-cl.ctx.Done():
+		return false
 	}
 }

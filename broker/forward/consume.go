@@ -17,8 +17,9 @@ import (
 // hands their batches to the real consumer in that order). The owner
 // gives a consumer that acks at most its prefetch (or defaultWindow)
 // deliveries unsettled, and a settlement through the proxy gives the
-// credit back; one with automatic acks at most defaultWindow that this
-// node has not handed to its client yet, and the sub gives that credit
+// credit back; one with automatic acks (whatever its prefetch, as in
+// RabbitMQ) at most defaultWindow that this node has not handed to its
+// client yet, and the sub gives that credit
 // back as the client takes them (in each deliver call's answer, and with
 // a "forward.credit" call when the client takes them later, once its
 // socket drains). A client that does not read leaves the messages in the
@@ -212,7 +213,7 @@ func (q *Queue) Consume(ctx context.Context, c queue.Consumer, opts queue.Consum
 		return fmt.Errorf("%w: stream '%s' in vhost '%s' is on node '%s'; consume from it on that node", queue.ErrNotImplemented, q.info.Name, q.info.Vhost, q.node)
 	}
 	cl := q.c
-	s := &sub{q: q, c: c, id: cl.nextID.Add(1), creditBatch: uint64(max(window(uint32(max(opts.Prefetch, 0)))/4, 1))}
+	s := &sub{q: q, c: c, id: cl.nextID.Add(1), creditBatch: uint64(max(window(ackWindowPrefetch(c.NoAck(), opts.Prefetch))/4, 1))}
 	cl.mu.Lock()
 	cl.subs[s.id] = s
 	cl.byConsumer[c] = s
@@ -377,6 +378,17 @@ func (cl *Client) peerChanged(node string, up bool) {
 	for _, s := range subs {
 		cl.cancelled(s)
 	}
+}
+
+// ackWindowPrefetch is the prefetch that sizes a consumer's window: an
+// automatic-ack consumer's is defaultWindow whatever the channel's
+// prefetch (RabbitMQ ignores basic.qos for no-ack consumers: a qos of 1
+// must not make it one message per round trip through the owner).
+func ackWindowPrefetch(noAck bool, prefetch int) uint32 {
+	if noAck {
+		return 0
+	}
+	return uint32(max(prefetch, 0))
 }
 
 // sleep waits d; false when the Client closed meanwhile.

@@ -323,7 +323,7 @@ func (h *handlers) consume(ctx context.Context, from string, req []byte) ([]byte
 	if d.err != nil {
 		return nil, badRequest(d.err)
 	}
-	rc := &remoteConsumer{h: h, key: consumerKey{from, id}, q: q, noAck: flags&1 != 0, window: window(prefetch), unsettled: map[uint64]struct{}{}}
+	rc := &remoteConsumer{h: h, key: consumerKey{from, id}, q: q, noAck: flags&1 != 0, window: window(ackWindowPrefetch(flags&1 != 0, int(min(prefetch, 1<<31-1)))), unsettled: map[uint64]struct{}{}}
 	h.cons.mu.Lock()
 	if _, dup := h.cons.m[rc.key]; dup {
 		h.cons.mu.Unlock()

@@ -72,3 +72,28 @@ func TestAutoAckConsumerGetsEveryMessageAfterACreditCallFails(t *testing.T) {
 		return len(cl.seqs()) == total
 	})
 }
+
+// An automatic-ack consumer on a channel with basic.qos(1) gets a whole
+// window from the owner, as RabbitMQ ignores the prefetch of no-ack
+// consumers: not one message per round trip through the owner.
+func TestAutoAckConsumerIgnoresPrefetchForItsWindow(t *testing.T) {
+	_, nw, owner, q := consumeSetup(t)
+	const total = 3 * defaultWindow
+	owner.add(total)
+	cl := &client{noAck: true}
+	if err := q.Consume(context.Background(), cl, queue.ConsumeOptions{Prefetch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, 10*time.Second, "a window's deliveries sent before the client takes any", func() bool {
+		_, delivered := owner.counts()
+		return delivered == defaultWindow
+	})
+	cl.reading.Store(true)
+	q.Wake(cl)
+	eventually.True(t, 10*time.Second, "every message received", func() bool {
+		return len(cl.seqs()) == total
+	})
+	if n := nw.count(methodCredit); n > total/defaultWindow*4+4 {
+		t.Fatalf("%d credit calls for %d messages: credit given per message", n, total)
+	}
+}

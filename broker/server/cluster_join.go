@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -30,12 +31,30 @@ func (b *Broker) Join(ctx context.Context, addr string) error {
 		return status.Errorf(codes.FailedPrecondition, "this node has definitions of its own that joining would discard: %s; delete them (or export them and import them into the cluster afterwards) and join again", strings.Join(own, ", "))
 	}
 	c := b.cluster
-	peer, err := c.members.Join(ctx, addr, b.resetForJoin)
+	// From the reset until the cluster's state arrived (or the defaults
+	// are back), the node takes no clients: they would find an empty
+	// user table (403) and many give up; a refused connection they retry.
+	resume := func() {}
+	defer func() { resume() }()
+	peer, err := c.members.Join(ctx, addr, func(ctx context.Context) error {
+		r := b.pauseClientListeners()
+		resume = func() {
+			r()
+			if !b.cluster.draining.Load() {
+				b.ready.Store(true)
+			}
+		}
+		b.ready.Store(false)
+		return b.resetForJoin(ctx)
+	})
 	if err != nil {
 		// A reset node that formed a cluster of its own again gets its
 		// defaults back (nothing happens when it has definitions); one
-		// whose join's outcome is unknown waits for the cluster's.
+		// whose join's outcome is unknown waits for the cluster's state
+		// with its listeners closed.
 		if c.members.Awaiting(context.WithoutCancel(ctx)) {
+			go b.resumeWhenJoined(resume)
+			resume = func() {}
 			return err
 		}
 		if berr := b.bootstrap(context.WithoutCancel(ctx)); berr != nil {
@@ -48,6 +67,31 @@ func (b *Broker) Join(ctx context.Context, addr string) error {
 	}
 	b.log.Info("cluster: this node joined another cluster", "node", c.self.Name, "via", peer, "metadata_leader", c.meta.Group().Leader())
 	return nil
+}
+
+// resumeWhenJoined runs resume once a node whose join's outcome was
+// unknown holds the cluster's configuration and caught up with its
+// metadata (or the node stops).
+func (b *Broker) resumeWhenJoined(resume func()) {
+	c := b.cluster
+	b.lnMu.Lock()
+	ctx := b.serveCtx
+	b.lnMu.Unlock()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	for c.members.Awaiting(ctx) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+	if err := c.meta.Sync(ctx); err != nil {
+		b.log.Warn("cluster: joined, but the metadata has not caught up yet; taking clients anyway", "error", err)
+	}
+	b.log.Info("cluster: the cluster this node was joining reached it", "node", c.self.Name, "metadata_leader", c.meta.Group().Leader())
+	resume()
 }
 
 // ownDefinitions lists what this node's metadata holds besides the

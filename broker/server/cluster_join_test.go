@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -180,4 +181,65 @@ func TestJoinRefusesAndLeavesTheNodeAsItWas(t *testing.T) {
 	if _, err := withQueue.Channel(t).QueueDeclarePassive("mine", true, false, false, false, nil); err != nil {
 		t.Errorf("the refused node lost its queue: %v", err)
 	}
+}
+
+// While a node joins a cluster, a client of it is never told its
+// credentials are wrong (the node's users are wiped before the cluster's
+// arrive): it finds the listener closed and retries, and after the join
+// it connects on the same address with a user of the cluster.
+func TestJoiningNodeRefusesConnectionsNotCredentials(t *testing.T) {
+	c := brokertest.StartCluster(t, 2)
+	h, _ := meta.HashPassword("pw")
+	if err := c.Nodes[0].Meta().PutUser(context.Background(), meta.User{Name: "alice", PasswordHash: h, HashingAlgorithm: "rabbit_password_hashing_sha256"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Nodes[0].Meta().PutPermission(context.Background(), meta.Permission{User: "alice", Vhost: "/", Configure: ".*", Write: ".*", Read: ".*"}); err != nil {
+		t.Fatal(err)
+	}
+	lone := brokertest.Start(t, func(cfg *config.Config) { cfg.Cluster.NodeName = "warren@n3" })
+	lone.Cfg.Cluster.Listen = lone.ClusterAddr().String()
+	amqpAddr := lone.AMQPAddr()
+
+	// A client dials the joining node over and over, as reconnecting
+	// clients do, until the join ends.
+	stop := make(chan struct{})
+	refused := make(chan error, 1)
+	go func() {
+		defer close(refused)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			conn, err := amqp091.Dial("amqp://guest:guest@" + amqpAddr + "/")
+			if err == nil {
+				_ = conn.Close()
+				continue
+			}
+			var ae *amqp091.Error
+			if errors.As(err, &ae) && ae.Code == amqp091.AccessRefused || strings.Contains(err.Error(), "403") {
+				refused <- err
+				return
+			}
+		}
+	}()
+	code, reason := joinAPI(t, lone, c.Nodes[0].ClusterAddr().String())
+	close(stop)
+	if code != http.StatusNoContent {
+		t.Fatalf("join: %d %s", code, reason)
+	}
+	if err := <-refused; err != nil {
+		t.Errorf("a client of the joining node was refused its credentials: %v", err)
+	}
+	if got := lone.AMQPAddr(); got != amqpAddr {
+		t.Errorf("the AMQP listener moved from %s to %s", amqpAddr, got)
+	}
+	eventually.Succeeds(t, 10*time.Second, "a user of the cluster connects to the joined node", func() error {
+		conn, err := amqp091.Dial("amqp://alice:pw@" + amqpAddr + "/")
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	})
 }

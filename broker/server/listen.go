@@ -31,6 +31,9 @@ const (
 func (b *Broker) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	b.cancel = cancel
+	b.lnMu.Lock()
+	b.serveCtx = ctx
+	b.lnMu.Unlock()
 	if b.cfg.AMQP.Listen != "" {
 		ln, err := b.listen(ListenerAMQP, b.cfg.AMQP.Listen)
 		if err != nil {
@@ -87,6 +90,9 @@ func (b *Broker) startTLS(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
+	b.lnMu.Lock()
+	b.tlsCfg = tcfg
+	b.lnMu.Unlock()
 	if addr := b.cfg.AMQP.TLSListen; addr != "" {
 		ln, err := b.listen(ListenerAMQPTLS, addr)
 		if err != nil {
@@ -149,6 +155,46 @@ func (b *Broker) closeClientListeners() {
 	for _, name := range []string{ListenerAMQP, ListenerAMQPTLS, ListenerStream, ListenerStreamTLS} {
 		if ln, ok := b.listeners[name]; ok {
 			_ = ln.Close()
+		}
+	}
+}
+
+// pauseClientListeners closes the AMQP and stream listeners (plain and
+// TLS), as drain does, and returns what opens them again on the addresses
+// they had (a join: clients see connection refused and retry, not an
+// empty user table). Reopening does nothing once the node is stopping or
+// draining.
+func (b *Broker) pauseClientListeners() (resume func()) {
+	b.lnMu.Lock()
+	addrs := map[string]string{}
+	for _, name := range []string{ListenerAMQP, ListenerAMQPTLS, ListenerStream, ListenerStreamTLS} {
+		if ln, ok := b.listeners[name]; ok {
+			addrs[name] = ln.Addr().String()
+			_ = ln.Close()
+		}
+	}
+	ctx, tcfg := b.serveCtx, b.tlsCfg
+	b.lnMu.Unlock()
+	return func() {
+		if ctx == nil || ctx.Err() != nil || b.cluster.draining.Load() {
+			return
+		}
+		for name, addr := range addrs {
+			ln, err := b.listen(name, addr)
+			if err != nil {
+				b.log.Error("cluster: reopen a client listener after a join", "listener", name, "error", err)
+				continue
+			}
+			switch name {
+			case ListenerAMQP:
+				b.serve(func() error { return b.AMQP.Serve(ctx, ln) }, name)
+			case ListenerAMQPTLS:
+				b.serve(func() error { return b.AMQP.Serve(ctx, tls.NewListener(ln, tcfg)) }, name)
+			case ListenerStream:
+				b.serve(func() error { return b.Stream.Serve(ctx, ln) }, name)
+			case ListenerStreamTLS:
+				b.serve(func() error { return b.Stream.ServeTLS(ctx, ln, tcfg) }, name)
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,6 +59,8 @@ type Broker struct {
 	lnMu      sync.Mutex
 	listeners map[string]net.Listener
 	cancel    context.CancelFunc
+	serveCtx  context.Context // Start's, for listeners reopened after a join
+	tlsCfg    *tls.Config     // the TLS listeners', for the same
 	serveWG   sync.WaitGroup
 	unsub     func()
 

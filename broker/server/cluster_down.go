@@ -101,3 +101,18 @@ func (c *clusterNode) dropExclusiveOf(node string) bool {
 	}
 	return true
 }
+
+// nodeDown reports whether the transport reports node down (vhost's
+// queue.delete of a queue there: only then is its record force-deleted).
+func (b *Broker) nodeDown(node string) bool {
+	return b.cluster != nil && b.cluster.reportedDown(node)
+}
+
+// reportedDown reports whether the transport reported node down and not
+// up since (a node it never reported is not down).
+func (c *clusterNode) reportedDown(node string) bool {
+	c.upMu.Lock()
+	defer c.upMu.Unlock()
+	up, known := c.up[node]
+	return known && !up
+}

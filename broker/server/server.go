@@ -248,6 +248,7 @@ func (b *Broker) startVhost(ctx context.Context, mv meta.Vhost) error {
 		Log:          b.log,
 		Churn:        &b.churn,
 		Remote:       b.forward,
+		NodeDown:     b.nodeDown,
 	})
 	if err != nil {
 		return fmt.Errorf("server: start vhost %q: %w", mv.Name, err)

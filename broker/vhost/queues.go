@@ -316,7 +316,16 @@ func (v *Vhost) DeleteQueue(ctx context.Context, name string, o QueueDeleteOptio
 		if err == nil || !errors.Is(err, ErrNotFound) {
 			return n, err
 		}
-		// Its node is down (or no longer has it). As RabbitMQ's classic
+		if !v.nodeDown(e.rec.Node) {
+			// One failed call (a link reset, a timeout) is not its node
+			// down: ask once more, and force nothing while the transport
+			// still reports the node up.
+			n, err = e.proxy.Delete(ctx, o.IfUnused, o.IfEmpty)
+			if err == nil || !errors.Is(err, ErrNotFound) || !v.nodeDown(e.rec.Node) {
+				return n, err
+			}
+		}
+		// Its node is down. As RabbitMQ's classic
 		// queues: with if-empty the delete is refused (the queue may hold
 		// messages); otherwise the record goes, if-unused too (nobody can
 		// be using it), and delete-ok counts no message.
@@ -345,6 +354,11 @@ func (v *Vhost) DeleteQueue(ctx context.Context, name string, o QueueDeleteOptio
 	n, err := e.deletedMsgs, e.deleteErr
 	v.mu.RUnlock()
 	return n, err
+}
+
+// nodeDown reports whether the transport reports node down.
+func (v *Vhost) nodeDown(node string) bool {
+	return v.cfg.NodeDown != nil && v.cfg.NodeDown(node)
 }
 
 // ConnectionClosed deletes the exclusive queues owned by a connection of

@@ -46,6 +46,11 @@ type Config struct {
 	// ErrRemote where it would be used) makes the proxies of queues other
 	// nodes hold (forward.Client).
 	Remote RemoteQueues
+	// NodeDown (may be nil: never) reports whether the cluster's transport
+	// reports node down (no answer to its pings for seconds) and not up
+	// since. queue.delete force-deletes the record of a queue of another
+	// node only then, never because one call to it failed.
+	NodeDown func(node string) bool
 }
 
 // RemoteQueues makes a proxy of a queue another node holds: a queue.Queue

@@ -28,6 +28,10 @@ type consumer struct {
 	starved   atomic.Bool // Deliver returned false; wake the queue when credit frees
 	gone      atomic.Bool
 	ready     atomic.Bool // consume-ok was sent: deliveries may follow it
+	// handOver is set by basic.cancel (not by a channel's close): what
+	// the queue already handed this automatic-ack consumer is delivered
+	// before cancel-ok (DeliverFinal).
+	handOver atomic.Bool
 
 	// A starved consumer is woken once a batch of its prefetch is back
 	// (refillBatch), or refillDelay after the first credit came back,
@@ -86,6 +90,31 @@ func (c *consumer) DeliverEach(next func() *queue.Delivery) bool {
 		return true
 	}
 	return c.ch.deliverEach(c, next)
+}
+
+// DeliverFinal implements queue.FinalConsumer: deliveries a queue on
+// another node already counted delivered to this automatic-ack consumer
+// go to the client ahead of cancel-ok, past the output limit (at most the
+// forwarding window); at a channel's close they are dropped, as RabbitMQ
+// drops what was on its way to a closed channel.
+func (c *consumer) DeliverFinal(ds []queue.Delivery) {
+	if !c.noAck || !c.handOver.Load() {
+		return
+	}
+	ch := c.ch
+	ch.mu.Lock()
+	ch.c.outMu.Lock()
+	for i := range ds {
+		ch.appendDeliveryLocked(c.tag, c, &ds[i], true)
+		ch.stats.deliverGet++
+		if ds[i].Redelivered {
+			ch.stats.redeliver++
+		}
+	}
+	ch.c.outMu.Unlock()
+	ch.mu.Unlock()
+	ch.c.srv.Counters.ByQueueType[c.qt].ConsumeAutoAck.Add(uint64(len(ds)))
+	c.Flush()
 }
 
 // Flush implements queue.Consumer: the queue's batch of deliveries goes
@@ -423,6 +452,7 @@ func (ch *channel) basicCancel(m *wire.BasicCancel) error {
 	} else if cons, ok := ch.consumers[m.ConsumerTag]; ok {
 		ch.setConsumer(m.ConsumerTag, nil)
 		cons.gone.Store(true)
+		cons.handOver.Store(true)
 		cons.q.Cancel(cons)
 	}
 	if !m.NoWait {

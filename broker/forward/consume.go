@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -238,13 +240,22 @@ func (q *Queue) Consume(ctx context.Context, c queue.Consumer, opts queue.Consum
 }
 
 // Cancel implements queue.Queue: the owner stops delivering; what it sent
-// that the consumer never took is requeued there.
+// that the consumer never took is requeued there. An automatic-ack
+// consumer gets what the owner's queue already handed it (counted
+// delivered, forgotten there) before Cancel returns, as RabbitMQ's
+// channel delivers what its queue handed it before cancel-ok: the owner
+// answers the cancel once its last deliver call is answered, and what
+// the client did not take goes to a queue.FinalConsumer's DeliverFinal.
 func (q *Queue) Cancel(c queue.Consumer) {
 	cl := q.c
 	cl.mu.Lock()
 	s := cl.byConsumer[c]
 	cl.mu.Unlock()
 	if s == nil {
+		return
+	}
+	if c.NoAck() {
+		q.cancelAutoAck(s)
 		return
 	}
 	cl.dropSub(s)
@@ -261,6 +272,41 @@ func (q *Queue) Cancel(c queue.Consumer) {
 	}
 	if !c.NoAck() {
 		q.Requeue(seqs)
+	}
+}
+
+// cancelAutoAck cancels an automatic-ack consumer on the owner, taking
+// the deliveries on their way meanwhile, and hands over what it holds.
+func (q *Queue) cancelAutoAck(s *sub) {
+	req := binary.BigEndian.AppendUint64(appendQueueRef(nil, q.info.Vhost, q.info.Name), s.id)
+	ctx, cancel := context.WithTimeout(context.Background(), q.c.cfg.CallTimeout)
+	defer cancel()
+	if _, err := q.c.cfg.Network.Call(ctx, q.node, methodCancel, req); err != nil {
+		q.c.log.Debug("forward: cancel a consumer on its queue's node", "node", q.node, "queue", q.info.Name, "err", err)
+	}
+	q.c.dropSub(s)
+	s.mu.Lock()
+	wasGone := s.gone
+	s.gone = true
+	ds := s.pending
+	for _, n := range slices.Sorted(maps.Keys(s.early)) { // none once the owner answered
+		ds = append(ds, s.early[n]...)
+	}
+	s.pending, s.early = nil, nil
+	s.mu.Unlock()
+	if wasGone || len(ds) == 0 { // cancelled by its queue or its owner's going down
+		return
+	}
+	if fc, ok := s.c.(queue.FinalConsumer); ok {
+		fc.DeliverFinal(ds)
+		return
+	}
+	n := 0
+	for n < len(ds) && s.c.Deliver(ds[n]) {
+		n++
+	}
+	if n > 0 {
+		s.c.Flush()
 	}
 }
 

@@ -61,6 +61,11 @@ type remoteConsumer struct {
 	batch     uint64              // the number of the next deliver call
 	blocked   bool                // Deliver refused for want of credit: Wake the queue when it comes
 	gone      bool
+	// draining: cancelled by its node (automatic acks), the deliveries
+	// the queue already counted delivered still go there; drained is
+	// closed when the last deliver call is answered.
+	draining bool
+	drained  chan struct{}
 }
 
 func (rc *remoteConsumer) NoAck() bool { return rc.noAck }
@@ -143,7 +148,7 @@ func (rc *remoteConsumer) send(batch []queue.Delivery, n uint64) {
 		cancel()
 		if err != nil {
 			rc.mu.Lock()
-			rc.calls--
+			rc.callDone()
 			rc.mu.Unlock()
 			if status.Code(err) == codes.NotFound {
 				// The consumer was cancelled on its node while this batch
@@ -179,14 +184,59 @@ func (rc *remoteConsumer) send(batch []queue.Delivery, n uint64) {
 			rc.credit(decodeHanded(ans))
 		}
 		rc.mu.Lock()
-		if len(rc.buf) == 0 || rc.gone {
-			rc.calls--
+		if len(rc.buf) == 0 || rc.gone && !rc.draining {
+			rc.callDone()
 			rc.mu.Unlock()
 			return
 		}
 		batch, n = rc.take()
 		rc.mu.Unlock()
 	}
+}
+
+// callDone counts a deliver call out. rc.mu held.
+func (rc *remoteConsumer) callDone() {
+	rc.calls--
+	if rc.calls == 0 && rc.drained != nil {
+		close(rc.drained)
+		rc.drained = nil
+	}
+}
+
+// drain detaches an automatic-ack consumer its node cancels from its
+// queue and sends it what the queue already handed it (and so forgot),
+// as RabbitMQ's channel delivers what its queue handed it before
+// cancel-ok; it returns once every deliver call is answered (or ctx
+// ends).
+func (h *handlers) drain(ctx context.Context, rc *remoteConsumer) {
+	rc.mu.Lock()
+	already := rc.gone
+	rc.gone, rc.draining = true, true
+	rc.mu.Unlock()
+	if !already {
+		rc.q.Cancel(rc) // Deliver refuses from now on
+	}
+	rc.mu.Lock()
+	if rc.calls == 0 && len(rc.buf) > 0 {
+		batch, n := rc.take()
+		rc.calls++
+		go rc.send(batch, n)
+	}
+	var wait chan struct{}
+	if rc.calls > 0 {
+		if rc.drained == nil {
+			rc.drained = make(chan struct{})
+		}
+		wait = rc.drained
+	}
+	rc.mu.Unlock()
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+		}
+	}
+	h.forget(rc)
 }
 
 // tellCancelled tells the consumer's node its consumer is cancelled here.
@@ -341,7 +391,7 @@ func (h *handlers) consume(ctx context.Context, from string, req []byte) ([]byte
 	return nil, nil
 }
 
-func (h *handlers) cancel(_ context.Context, from string, req []byte) ([]byte, error) {
+func (h *handlers) cancel(ctx context.Context, from string, req []byte) ([]byte, error) {
 	_, _, d, err := decodeQueueRef(req)
 	if err != nil {
 		return nil, badRequest(err)
@@ -353,7 +403,11 @@ func (h *handlers) cancel(_ context.Context, from string, req []byte) ([]byte, e
 	h.cons.mu.Lock()
 	rc := h.cons.m[consumerKey{from, id}]
 	h.cons.mu.Unlock()
-	if rc != nil {
+	switch {
+	case rc == nil:
+	case rc.noAck:
+		h.drain(ctx, rc)
+	default:
 		h.dropConsumer(rc, false)
 	}
 	return nil, nil

@@ -68,6 +68,17 @@ type Consumer interface {
 	Flush()
 }
 
+// FinalConsumer is an automatic-ack Consumer that, while its cancel is
+// under way (basic.cancel), takes the deliveries its queue already
+// counted as delivered to it but it refused so far (a queue on another
+// node sent them there): it hands them to its client whatever its credit
+// and output, before the cancel completes, or drops them if its channel
+// is closing. Called at most once, from the canceller's goroutine.
+type FinalConsumer interface {
+	Consumer
+	DeliverFinal(ds []Delivery)
+}
+
 // BatchConsumer is a Consumer that takes a run of deliveries at once: a
 // queue that makes deliveries one after another without waiting (a
 // stream reading its log) hands them over with one call, and the

@@ -183,6 +183,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 	b.blockedMem, b.blockedDisk = false, false // the new servers were told nothing yet
 	b.blockMu.Unlock()
 	b.applyAlarms()
+	go b.watchLeaderless(cn.stopSweep)
 	return b, nil
 }
 

@@ -180,6 +180,14 @@ func (s *sub) giveCredit() {
 			ctx, cancel := context.WithTimeout(s.q.c.ctx, s.q.c.cfg.CallTimeout)
 			_, err := s.q.c.cfg.Network.Call(ctx, s.q.node, methodCredit, appendCredit(nil, s.id, handed))
 			cancel()
+			if err != nil && versionMismatch(err) {
+				// Asking again cannot help: the consumer gets no more.
+				s.q.c.log.Warn("forward: the queue's node does not take this node's credit (another version); its automatic-ack consumer stops", "node", s.q.node, "queue", s.q.info.Name, "err", err)
+				s.mu.Lock()
+				s.crediting = false
+				s.mu.Unlock()
+				return
+			}
 			if err != nil {
 				// The owner waits for this credit and nothing else brings
 				// it: try again until it is taken, the consumer is gone
@@ -363,6 +371,9 @@ func (cl *Client) cancelled(s *sub) {
 // handleDeliver takes a batch of deliveries from an owner and answers
 // how many the client has taken so far (automatic acks).
 func (cl *Client) handleDeliver(_ context.Context, from string, req []byte) ([]byte, error) {
+	if err := checkVersion(methodDeliver, req); err != nil {
+		return nil, err
+	}
 	id, err := peekConsumer(req)
 	if err != nil {
 		return nil, badRequest(err)

@@ -57,6 +57,13 @@
 // RabbitMQ does: NOT_FOUND "home node 'N' of durable queue 'q' in vhost
 // '/' is down or inaccessible".
 //
+// Every request but forward.cancelled starts with its layout's version
+// (version.go); a node answers one of another version FailedPrecondition
+// "forward.<method> version N not understood (this node speaks M)":
+// nodes of different releases fail loudly, never apply part of a
+// request. There is no compatibility between versions before the first
+// release.
+//
 // Close (at the node's shutdown) ends the publish calls and settlements
 // under way: what the owner has not confirmed is nacked, so is what is
 // published after, and Close returns once their goroutines have ended.

@@ -233,7 +233,7 @@ func TestStaleSettlementsSettleNothing(t *testing.T) {
 	Serve(hub.Network("b"), &memLocal{qs: map[string]*memQueue{"//q": owner}}, nil, nil)
 	a := hub.Network("a")
 	for _, op := range []byte{settleAck, settleRequeue, settleReject} {
-		if _, err := a.Call(context.Background(), "b", methodSettle, appendSeqs(appendQueueRef(nil, "/", "q"), op, []uint64{7, 8})); err != nil {
+		if _, err := a.Call(context.Background(), "b", methodSettle, appendSeqs(appendSettleRef(nil, "/", "q"), op, []uint64{7, 8})); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -17,7 +17,7 @@ func FuzzHandlers(f *testing.F) {
 	f.Add(appendQueueRef(nil, "/", "q"))
 	f.Add(append(appendQueueRef(nil, "/", "q"), 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10))
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 5})
-	f.Add(appendSeqs(appendQueueRef(nil, "/", "q"), settleAck, []uint64{1, 2}))
+	f.Add(appendSeqs(appendSettleRef(nil, "/", "q"), settleAck, []uint64{1, 2}))
 	f.Add(appendDeliveries(nil, 1, 0, []queue.Delivery{{Msg: m, Seq: 3}}))
 	f.Add(appendCredit(nil, 1, 5))
 	f.Add([]byte{publishVersion, 0, 1, '/', 0, 1, 'q', 0xff, 0xff, 0xff, 0xff})

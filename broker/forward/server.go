@@ -38,15 +38,15 @@ func Serve(nw transport.Network, l Local, toStatus func(error) error, log *slog.
 		toStatus = func(err error) error { return err }
 	}
 	h := &handlers{l: l, nw: nw, callTimeout: 30 * time.Second, toStatus: toStatus, log: log.With("subsystem", "forward"), cons: consumers{m: map[consumerKey]*remoteConsumer{}, byQueue: map[getKey]map[*remoteConsumer]struct{}{}, gets: map[getKey]map[uint64]struct{}{}}}
-	nw.HandleOrdered(methodPublish, h.publish)
-	nw.Handle(methodStats, h.stats)
-	nw.Handle(methodGet, h.get)
-	nw.Handle(methodSettle, h.settle)
-	nw.Handle(methodPurge, h.purge)
-	nw.Handle(methodDelete, h.delete)
-	nw.Handle(methodConsume, h.consume)
-	nw.Handle(methodCancel, h.cancel)
-	nw.Handle(methodCredit, h.credit)
+	nw.HandleOrdered(methodPublish, versionedStart(methodPublish, h.publish))
+	nw.Handle(methodStats, versioned(methodStats, h.stats))
+	nw.Handle(methodGet, versioned(methodGet, h.get))
+	nw.Handle(methodSettle, versioned(methodSettle, h.settle))
+	nw.Handle(methodPurge, versioned(methodPurge, h.purge))
+	nw.Handle(methodDelete, versioned(methodDelete, h.delete))
+	nw.Handle(methodConsume, versioned(methodConsume, h.consume))
+	nw.Handle(methodCancel, versioned(methodCancel, h.cancel))
+	nw.Handle(methodCredit, versioned(methodCredit, h.credit))
 	nw.Watch(func(node string, up bool) {
 		if !up {
 			h.nodeDown(node)

@@ -15,9 +15,9 @@ const (
 // without waiting, at most maxSettleCalls calls in flight per proxy queue:
 // what is settled while they are under way queues up and goes with the
 // next call, in order, as one request of several (op, seqs) runs
-// ("forward.settle"). A get, purge, delete or stats call through the proxy
-// waits for the settlements queued or under way, so it sees a requeue
-// made before it (as on one node).
+// ("forward.settle", settleVersion). A get, purge, delete or stats call
+// through the proxy waits for the settlements queued or under way, so it
+// sees a requeue made before it (as on one node).
 const (
 	maxSettleCalls = 2
 	// maxSettleSeqs bounds the seqs of one call (8 bytes each).
@@ -95,7 +95,7 @@ func (q *Queue) sendSettlements() {
 		}
 		ops := st.take()
 		st.mu.Unlock()
-		req := appendQueueRef(nil, q.info.Vhost, q.info.Name)
+		req := appendSettleRef(nil, q.info.Vhost, q.info.Name)
 		n := 0
 		for _, o := range ops {
 			req = appendSeqs(req, o.op, o.seqs)
@@ -130,6 +130,12 @@ func (st *settler) take() []settleOp {
 		st.queued = nil
 	}
 	return ops
+}
+
+// appendSettleRef starts a settle request: settleVersion, then the queue
+// (as appendQueueRef); its runs follow (appendSeqs).
+func appendSettleRef(b []byte, vhost, name string) []byte {
+	return appendString(appendString(append(b, settleVersion), vhost), name)
 }
 
 // waitSettled waits for the settlements queued or under way.

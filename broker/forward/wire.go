@@ -117,8 +117,10 @@ func appendQueueRef(b []byte, vhost, name string) []byte {
 	return appendString(appendString(b, vhost), name)
 }
 
+// decodeQueueRef reads a queue reference after its version byte (which
+// the handler checked: versioned).
 func decodeQueueRef(b []byte) (vhost, name string, d decoder, err error) {
-	if len(b) < 1 || b[0] != wireVersion {
+	if len(b) < 1 {
 		return "", "", d, fmt.Errorf("%w: version", errMalformed)
 	}
 	d = decoder{b: b[1:]}

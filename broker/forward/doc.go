@@ -19,8 +19,10 @@
 // it go on). The owner publishes them into its
 // queues with a new message id of its own and answers once every one is
 // confirmed there (after fsync for a persistent message on a durable
-// queue); the answer's per-message verdicts become the publishers'
-// confirms. A call that fails (the owner down or unreachable, the queue
+// queue; each queue's messages of a call are copied into one buffer of
+// their own, so a message a queue keeps in memory pins that queue's part
+// of the call, not the whole request); the answer's per-message
+// verdicts become the publishers' confirms. A call that fails (the owner down or unreachable, the queue
 // gone) nacks every message it carried, with a warning naming the node:
 // nothing is confirmed that the owner did not confirm, nothing is dropped
 // silently. Throttle blocks a publisher while more than Config.HighWater

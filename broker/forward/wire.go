@@ -62,7 +62,8 @@ type publishes struct {
 	total  int
 }
 
-// decodePublishes parses a publish request; its messages alias b.
+// decodePublishes parses a publish request; its messages do not alias b:
+// each group's bytes are a copy of their own.
 func decodePublishes(b []byte) (publishes, error) {
 	if len(b) < 1 || b[0] != publishVersion {
 		return publishes{}, fmt.Errorf("%w: version", errMalformed)
@@ -86,17 +87,25 @@ func decodePublishes(b []byte) (publishes, error) {
 		if uint64(n)*minEncodedMessage > uint64(len(d.b)) {
 			return publishes{}, fmt.Errorf("%w: message count", errMalformed)
 		}
-		// One allocation for the group's messages (they alias b, which
-		// lives as long as any of them anyway), their exchange and key
+		// The group's messages are copied into one buffer of their own
+		// (one allocation a group, not a message): a message its queue
+		// keeps in memory pins its group's bytes, not the whole request
+		// (up to MaxBatchBytes) nor other queues' messages.
+		span := d.b
+		for k := uint32(0); k < n; k++ {
+			d.bytes(int(d.u32()))
+		}
+		if d.err != nil {
+			return publishes{}, d.err
+		}
+		md := decoder{b: append([]byte(nil), span[:len(span)-len(d.b)]...)}
+		// One allocation for the group's messages, their exchange and key
 		// strings shared while they repeat.
 		g.msgs = make([]*message.Message, n)
 		slab := make([]message.Message, n)
 		var like *message.Message
 		for k := range slab {
-			raw := d.bytes(int(d.u32()))
-			if d.err != nil {
-				return publishes{}, d.err
-			}
+			raw := md.bytes(int(md.u32()))
 			if err := message.DecodeInto(&slab[k], raw, like); err != nil {
 				return publishes{}, fmt.Errorf("forward: %w", err)
 			}

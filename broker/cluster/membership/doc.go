@@ -21,7 +21,16 @@
 // own into another cluster without a restart: the other cluster's leader
 // is asked first (MethodCheckJoin) whether it would admit the node, then
 // the caller wipes the node's own state (its group is reset to Fresh), and
-// the node asks to be added as a fresh node does. Forgotten (Config) runs
+// the node asks to be added as a fresh node does. Invariant: once the
+// node is wiped it never bootstraps a cluster of its own unless the
+// cluster refused it outright (AlreadyExists, PermissionDenied,
+// InvalidArgument): a lost answer may hide a committed AddVoter, and a
+// bootstrap then would make two clusters count the node. The join is
+// recorded on disk (Config.JoinMarker) before the wipe and removed once
+// the node holds a configuration that counts it; a node that starts with
+// an empty group and the marker resumes the join and never forms one. A
+// node whose own Join is under way answers joins through it Unavailable.
+// Forgotten (Config) runs
 // on the leader when a node is forgotten or leaves, before its directory
 // entry goes: the server deletes the queues that lived on it.
 //

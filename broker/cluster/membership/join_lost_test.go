@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -92,6 +93,7 @@ func TestJoinWhoseAnswerIsLostNeverFormsASecondCluster(t *testing.T) {
 			if leader == "warren@a" {
 				via, lead = b, a
 			}
+			eventually.True(t, 10*time.Second, "the other member knows the leader", func() bool { return via.group.Leader() == leader })
 			// The leader cannot reach d (d reaches it through the other member).
 			w.hub.Partition(leader, "warren@d")
 			_, err = d.m.Join(ctx, "addr-"+via.name, func(ctx context.Context) error { return d.group.Reset(ctx, nil) })
@@ -147,5 +149,31 @@ func TestJoinWhoseAnswerIsLostNeverFormsASecondCluster(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// While a node is joining another cluster, a join through it is refused
+// (its reset would wipe the configuration that adds the asking node), and
+// it is accepted again once the node is a member.
+func TestJoinThroughAJoiningNodeIsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w := newWorld(t)
+	a := w.start("warren@a", "ia", nil, "")
+	d := w.start("warren@d", "id", nil, "")
+	startAll(t, a, d)
+	req, _ := json.Marshal(joinRequest{Node: Node{Name: "warren@e", Address: "addr-warren@e", ID: "ie"}})
+	var during error
+	if _, err := d.m.Join(ctx, "addr-warren@a", func(ctx context.Context) error {
+		_, during = a.net.Call(ctx, "warren@d", MethodJoin, req)
+		return d.group.Reset(ctx, nil)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if status.Code(during) != codes.Unavailable || !strings.Contains(during.Error(), "joining another cluster") {
+		t.Fatalf("a join through a joining node: %v, want Unavailable (joining another cluster)", during)
+	}
+	if _, err := os.Stat(w.marker("warren@d")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the join marker after a join: %v, want none", err)
 	}
 }

@@ -41,7 +41,9 @@
 //     still be applied.
 //   - WaitLeader(ctx) returns the leader's node name once one is known.
 //   - Barrier, Snapshot, AddVoter, RemoveServer and TransferLeadership
-//     follow raft's semantics, waiting for their outcome or ctx.
+//     follow raft's semantics, waiting for their outcome or ctx; a transfer
+//     raft gives up on after an election timeout while this node still
+//     leads goes again until ctx ends.
 //
 // # Throughput
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -122,7 +123,8 @@ type cluster struct {
 	t      *testing.T
 	hub    *transport.InmemHub
 	nodes  []*node
-	timing Timing // what open gives the groups; zero: fastTiming
+	timing Timing       // what open gives the groups; zero: fastTiming
+	logger *slog.Logger // raft's log lines; nil: none
 }
 
 // steadyTiming is for tests that need one leader to stay put for a while
@@ -145,7 +147,13 @@ func newCluster(t *testing.T, n int) *cluster {
 // newClusterTimed is newCluster with the groups on timing.
 func newClusterTimed(t *testing.T, n int, timing Timing) *cluster {
 	t.Helper()
-	c := &cluster{t: t, hub: transport.NewInmemHub(), timing: timing}
+	return startCluster(&cluster{t: t, hub: transport.NewInmemHub(), timing: timing}, n)
+}
+
+// startCluster opens n nodes in c as newCluster does.
+func startCluster(c *cluster, n int) *cluster {
+	t := c.t
+	t.Helper()
 	for i := 1; i <= n; i++ {
 		nd := &node{name: "n" + strconv.Itoa(i), stores: logstore.NewInmem(), dir: t.TempDir()}
 		c.nodes = append(c.nodes, nd)
@@ -170,7 +178,7 @@ func (c *cluster) open(nd *node, bootstrap bool) {
 	}
 	g, err := Open(Config{
 		ID: "g", Node: nd.name, Network: c.hub.Network(nd.name), Stores: nd.stores,
-		SnapshotDir: nd.dir, FSM: nd.fsm, Timing: timing, Bootstrap: bootstrap,
+		SnapshotDir: nd.dir, FSM: nd.fsm, Timing: timing, Bootstrap: bootstrap, Logger: c.logger,
 	})
 	if err != nil {
 		c.t.Fatalf("open %s: %v", nd.name, err)

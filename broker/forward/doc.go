@@ -16,7 +16,12 @@
 // their confirms are awaited concurrently, so a channel's messages reach
 // their queue in the order it published them, with no wait for a call
 // that never comes (a call lost with a broken link fails; the ones after
-// it go on). The owner publishes them into its
+// it go on). A start runs on the transport's reader of the peer's stream
+// and never waits: a queue that is not ready (its open under way, the
+// node's vhosts being started) gets its group, and every later group
+// from that node, published by a goroutine that waits for it with the
+// call's context, in order (publish_owner.go, Local's LocalNow). The owner
+// publishes them into its
 // queues with a new message id of its own and answers once every one is
 // confirmed there (after fsync for a persistent message on a durable
 // queue; each queue's messages of a call are copied into one buffer of
@@ -76,7 +81,8 @@
 // transport reads its answer (transport.Network.Send's done).
 // Lock order: sender.mu before Client.mu (a sender starts its goroutines
 // through the Client), and so is sub.mu (a sub starts its credit call
-// under it). A remoteConsumer's mu and a proxy's settler.mu are leaves:
+// under it). heldPublishes.mu, a remoteConsumer's mu and a proxy's
+// settler.mu are leaves:
 // the queue is woken, and calls started, after they are released.
 // The single-node path never reaches this package.
 package forward

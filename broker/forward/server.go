@@ -38,6 +38,7 @@ func Serve(nw transport.Network, l Local, toStatus func(error) error, log *slog.
 		toStatus = func(err error) error { return err }
 	}
 	h := &handlers{l: l, nw: nw, callTimeout: 30 * time.Second, toStatus: toStatus, log: log.With("subsystem", "forward"), cons: consumers{m: map[consumerKey]*remoteConsumer{}, byQueue: map[getKey]map[*remoteConsumer]struct{}{}, gets: map[getKey]map[uint64]struct{}{}}}
+	h.now, _ = l.(LocalNow)
 	nw.HandleOrdered(methodPublish, versionedStart(methodPublish, h.publish))
 	nw.Handle(methodStats, versioned(methodStats, h.stats))
 	nw.Handle(methodGet, versioned(methodGet, h.get))
@@ -61,6 +62,10 @@ type handlers struct {
 	cons        consumers
 	toStatus    func(error) error
 	log         *slog.Logger
+	// now is l's non-blocking lookup, if it has one; held are the
+	// publishes that wait for their queue (publish_owner.go).
+	now  LocalNow
+	held heldPublishes
 }
 
 func badRequest(err error) error { return status.Error(codes.InvalidArgument, err.Error()) }
@@ -82,21 +87,33 @@ func (h *handlers) publish(ctx context.Context, from string, req []byte) (func()
 	}
 	var queues []queue.Queue
 	i := 0
+	held := h.now != nil && h.holding(from)
 	for _, g := range groups {
-		q, err := h.l.LocalQueue(g.vhost, g.queue)
-		if err != nil {
-			h.log.Warn("forward: a publish from another node names a queue this node does not hold; nacked", "from", from, "vhost", g.vhost, "queue", g.queue, "messages", len(g.msgs), "err", err)
-			col.Confirm(seqTags(i, len(g.msgs)), false)
-			i += len(g.msgs)
+		tag := i
+		i += len(g.msgs)
+		if held {
+			h.hold(from, heldGroup{ctx: ctx, g: g, col: col, tag: tag})
 			continue
 		}
-		pubs := make([]queue.Publish, len(g.msgs))
-		for j, m := range g.msgs {
-			m.ID = h.l.NewMessageID() // ids are per node
-			pubs[j] = queue.Publish{Msg: m, Confirm: col, Tag: uint64(i)}
-			i++
+		var q queue.Queue
+		if h.now != nil {
+			var ready bool
+			q, ready, err = h.now.LocalQueueNow(g.vhost, g.queue)
+			if !ready {
+				// The start must not wait: this group and the rest of
+				// this sender's wait for the queue elsewhere, in order.
+				held = true
+				h.hold(from, heldGroup{ctx: ctx, g: g, col: col, tag: tag})
+				continue
+			}
+		} else {
+			q, err = h.l.LocalQueue(g.vhost, g.queue)
 		}
-		q.Publish(pubs)
+		if err != nil {
+			h.refuseGroup(from, g, col, tag, err)
+			continue
+		}
+		h.publishGroup(q, g, col, tag)
 		queues = append(queues, q)
 	}
 	return func() ([]byte, error) {
@@ -111,6 +128,14 @@ func (h *handlers) publish(ctx context.Context, from string, req []byte) (func()
 		case <-col.done:
 		case <-ctx.Done():
 			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		col.mu.Lock()
+		heldQueues := col.heldQueues
+		col.mu.Unlock()
+		for _, q := range heldQueues {
+			if err := q.Throttle(ctx); err != nil {
+				return nil, status.FromContextError(err).Err()
+			}
 		}
 		col.mu.Lock()
 		defer col.mu.Unlock()
@@ -132,6 +157,9 @@ type collector struct {
 	verdicts []byte
 	left     int
 	done     chan struct{}
+	// heldQueues are the queues of the call's groups that waited for
+	// their queue (publish_owner.go), for the answer's Throttle.
+	heldQueues []queue.Queue
 }
 
 func (c *collector) Confirm(tags []uint64, ok bool) {

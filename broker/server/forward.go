@@ -27,6 +27,31 @@ func (l forwardLocal) LocalQueue(vh, name string) (queue.Queue, error) {
 	return v.LocalQueue(name)
 }
 
+// LocalQueueNow is LocalQueue that never waits: not ready while the
+// broker's vhosts are being changed (a vhost's start holds b.mu across its
+// recovery) or the queue's open is under way.
+func (l forwardLocal) LocalQueueNow(vh, name string) (queue.Queue, bool, error) {
+	if !l.b.mu.TryRLock() {
+		return nil, false, nil
+	}
+	v, ok := l.b.vhosts[vh]
+	l.b.mu.RUnlock()
+	if !ok {
+		return nil, true, &vhost.Error{Kind: vhost.ErrNotFound, Text: "no vhost '" + vh + "'"}
+	}
+	return v.LocalQueueIfOpen(name)
+}
+
+// LocalQueueWait is LocalQueue waiting for an open under way until ctx
+// ends.
+func (l forwardLocal) LocalQueueWait(ctx context.Context, vh, name string) (queue.Queue, error) {
+	v, err := l.vhost(vh)
+	if err != nil {
+		return nil, err
+	}
+	return v.LocalQueueContext(ctx, name)
+}
+
 func (l forwardLocal) DeleteQueue(ctx context.Context, vh, name string, ifUnused, ifEmpty bool) (int, error) {
 	v, err := l.vhost(vh)
 	if err != nil {

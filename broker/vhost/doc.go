@@ -39,7 +39,9 @@
 // come back; a declare of it answers from the record with the owner's
 // counts (NOT_FOUND "home node ... is down or inaccessible" when the owner
 // does not answer); a delete goes to the owner, which checks the
-// conditions. LocalQueue is the owner's side: only the queues held here.
+// conditions. LocalQueue is the owner's side: only the queues held here
+// (LocalQueueContext waits for an open under way until its context ends,
+// LocalQueueIfOpen not at all, for a caller that must not block).
 // Without Config.Remote, using a queue of another node is ErrRemote naming
 // the node. Errors crossing nodes are gRPC status errors (ToStatus,
 // FromStatus) carrying RabbitMQ's text.

@@ -256,17 +256,52 @@ func (v *Vhost) held(e *queueEntry) bool {
 }
 
 // LocalQueue is a queue this node holds (NOT_FOUND for any other: the
-// serving side of forwarding).
+// serving side of forwarding), after its open when one is under way.
 func (v *Vhost) LocalQueue(name string) (queue.Queue, error) {
+	return v.LocalQueueContext(context.Background(), name)
+}
+
+// LocalQueueContext is LocalQueue waiting for an open under way at most
+// until ctx ends (ctx's error then).
+func (v *Vhost) LocalQueueContext(ctx context.Context, name string) (queue.Queue, error) {
 	e, ok := v.entry(name)
 	if !ok || e.remote {
-		return nil, errorf(ErrNotFound, "no queue '%s' in vhost '%s' on node '%s'", name, v.cfg.Name, v.cfg.Node)
+		return nil, v.notLocal(name)
 	}
-	q, _ := e.wait(context.Background())
+	q, err := e.wait(ctx)
 	if q == nil {
-		return nil, errorf(ErrNotFound, "no queue '%s' in vhost '%s' on node '%s'", name, v.cfg.Name, v.cfg.Node)
+		if ctxErr := ctx.Err(); ctxErr != nil && err == ctxErr {
+			return nil, fmt.Errorf("queue '%s' in vhost '%s': waiting for its open: %w", name, v.cfg.Name, err)
+		}
+		return nil, v.notLocal(name)
 	}
 	return q, nil
+}
+
+// LocalQueueIfOpen is LocalQueue without waiting: ready is false (and
+// the queue nil) while the queue's open is under way; otherwise it is
+// LocalQueue's answer. It never blocks on a file: for callers that must
+// not wait (a peer's data-stream reader).
+func (v *Vhost) LocalQueueIfOpen(name string) (q queue.Queue, ready bool, err error) {
+	e, ok := v.entry(name)
+	if !ok || e.remote {
+		return nil, true, v.notLocal(name)
+	}
+	if e.opening != nil {
+		select {
+		case <-e.opening:
+		default:
+			return nil, false, nil
+		}
+	}
+	if e.q == nil {
+		return nil, true, v.notLocal(name)
+	}
+	return e.q, true, nil
+}
+
+func (v *Vhost) notLocal(name string) error {
+	return errorf(ErrNotFound, "no queue '%s' in vhost '%s' on node '%s'", name, v.cfg.Name, v.cfg.Node)
 }
 
 // QueueRecord is a queue's metadata record, wherever it is held, checked

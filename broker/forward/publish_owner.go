@@ -90,6 +90,11 @@ func (h *handlers) publishHeld(from string, s *heldSender) {
 		h.held.mu.Unlock()
 
 		q, err := h.now.LocalQueueWait(hg.ctx, hg.g.vhost, hg.g.queue)
+		if err == nil && hg.ctx.Err() != nil {
+			// The call failed (its sender nacked the messages): a queue
+			// found as it ended must not take them.
+			err = hg.ctx.Err()
+		}
 		if err != nil {
 			h.refuseGroup(from, hg.g, hg.col, hg.tag, err)
 		} else {

@@ -96,9 +96,10 @@ type QueueIndex struct {
 	journalDirty bool
 	jpend        map[uint64]*jentry
 
-	// optsFile is a new queue's options file, written but not yet fsynced
-	// (see writeOptions); nil once durable.
-	optsFile *os.File
+	// optsDirty: a new queue's options file is written but not yet
+	// fsynced (see writeOptions). No descriptor is held meanwhile: a node
+	// may hold many empty queues.
+	optsDirty bool
 }
 
 type segment struct {
@@ -144,11 +145,10 @@ func openQueueIndexRefs(vs *VhostStore, dir string, opts Options, countRefs bool
 	if v, ok := readOptions(dir); ok {
 		q.opts.Version = v
 	} else {
-		f, err := writeOptions(dir, opts.Version)
-		if err != nil {
+		if err := writeOptions(dir, opts.Version); err != nil {
 			return nil, Recovery{}, err
 		}
-		q.optsFile = f
+		q.optsDirty = true
 	}
 	rec, err := q.recover()
 	if err != nil {
@@ -177,18 +177,21 @@ func readOptions(dir string) (int, bool) {
 // declare is durable in the metadata, which reopens the queue with the
 // same options after a crash; the file needs to be durable only once the
 // queue has files in that layout, and settleOptions makes it so before the
-// first one is written. The file stays open until then.
-func writeOptions(dir string, version int) (*os.File, error) {
+// first one is written.
+func writeOptions(dir string, version int) error {
 	path := filepath.Join(dir, optionsFile)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
 	if err != nil {
-		return nil, fmt.Errorf("store: write %s: %w", path, err)
+		return fmt.Errorf("store: write %s: %w", path, err)
 	}
-	if _, err := f.Write([]byte(strconv.Itoa(version))); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("store: write %s: %w", path, err)
+	_, err = f.Write([]byte(strconv.Itoa(version)))
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return f, nil
+	if err != nil {
+		return fmt.Errorf("store: write %s: %w", path, err)
+	}
+	return nil
 }
 
 // settleOptions makes a new queue's options file durable (and its entry
@@ -196,15 +199,20 @@ func writeOptions(dir string, version int) (*os.File, error) {
 // that layout: a crash never leaves segments whose layout is unknown. A
 // compare once it is done.
 func (q *QueueIndex) settleOptions() error {
-	if q.optsFile == nil {
+	if !q.optsDirty {
 		return nil
 	}
-	f := q.optsFile
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("store: fsync %s: %w", f.Name(), err)
+	path := filepath.Join(q.dir, optionsFile)
+	f, err := os.Open(path) // fsync flushes the file's pages, whatever the descriptor's mode
+	if err != nil {
+		return fmt.Errorf("store: fsync %s: %w", path, err)
 	}
+	err = f.Sync()
 	f.Close()
-	q.optsFile = nil
+	if err != nil {
+		return fmt.Errorf("store: fsync %s: %w", path, err)
+	}
+	q.optsDirty = false
 	syncDir(q.dir)
 	return nil
 }
@@ -627,10 +635,6 @@ func (q *QueueIndex) Close(clean bool) error {
 }
 
 func (q *QueueIndex) closeFiles() {
-	if q.optsFile != nil {
-		q.optsFile.Close()
-		q.optsFile = nil
-	}
 	if q.journal != nil {
 		q.journal.Close()
 		q.journal = nil

@@ -40,6 +40,18 @@ func True(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	})
 }
 
+// Within is True for goroutines other than the test's (where t.Fatal
+// must not be called): it reports whether cond held within timeout, and
+// the caller reports a failure with t.Error.
+func Within(timeout time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(Interval) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
 // Holds calls check until d has passed and fails the test the first time it
 // returns an error (the counterpart of Succeeds: something that must stay so).
 func Holds(t testing.TB, d time.Duration, what string, check func() error) {

@@ -49,9 +49,10 @@ func TestFollowersApplySoonAfterEveryCommit(t *testing.T) {
 					return
 				}
 				for _, g := range groups[1:] {
-					eventually.True(t, 5*time.Second, g.Node()+" applies entry "+strconv.FormatUint(index, 10)+" (the commit timeout is a minute)", func() bool {
-						return g.AppliedIndex() >= index
-					})
+					if !eventually.Within(5*time.Second, func() bool { return g.AppliedIndex() >= index }) {
+						t.Errorf("%s applies entry %d: not within 5s (the commit timeout is a minute)", g.Node(), index)
+						return
+					}
 				}
 			}
 		})

@@ -38,26 +38,30 @@ func idlePair(t *testing.T, interval time.Duration) (a, b *GRPCNetwork) {
 }
 
 // Of two idle nodes only the one whose name sorts first pings: the other
-// hears its pings and sends (almost) none.
+// hears its pings and sends none. The interval is long enough (n2 waits
+// 500 ms longer than n1) that a loaded machine's late timers do not make
+// n2 ping; one such ping is tolerated.
 func TestIdlePairPingsOneWay(t *testing.T) {
-	a, b := idlePair(t, 200*time.Millisecond)
+	a, b := idlePair(t, time.Second)
 	a0, b0 := a.Stats().PingsSent, b.Stats().PingsSent
-	time.Sleep(3 * time.Second)
+	time.Sleep(4500 * time.Millisecond)
 	pa, pb := a.Stats().PingsSent-a0, b.Stats().PingsSent-b0
-	t.Logf("over 3 s at a 200 ms interval: n1 sent %d pings, n2 %d", pa, pb)
-	if pa < 5 {
-		t.Errorf("n1 sent %d pings in 3 s, want about 15", pa)
+	t.Logf("over 4.5 s at a 1 s interval: n1 sent %d pings, n2 %d", pa, pb)
+	if pa < 2 {
+		t.Errorf("n1 sent %d pings in 4.5 s, want about 4", pa)
 	}
-	if pb*2 > pa { // late timers on a loaded machine make n2 ping now and then
+	if pb > 1 {
 		t.Errorf("n2 sent %d pings while n1 sent %d: both ping", pb, pa)
 	}
 }
 
 // Traffic stands for the node heartbeat: while calls flow from n1 to n2
-// (requests for n2, answers for n1), neither pings.
+// (requests for n2, answers for n1), neither pings. Calls go every 10 ms
+// against a 1 s interval, so only a call that takes most of a second on a
+// loaded machine lets one ping out; idle, n1 would send about 4.
 func TestTrafficSuppressesPings(t *testing.T) {
-	a, b := idlePair(t, 500*time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	a, b := idlePair(t, time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
 	a0, b0 := a.Stats().PingsSent, b.Stats().PingsSent
 	calls := 0
@@ -68,8 +72,8 @@ func TestTrafficSuppressesPings(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	pa, pb := a.Stats().PingsSent-a0, b.Stats().PingsSent-b0
-	t.Logf("%d calls in 3 s; pings: n1 %d, n2 %d", calls, pa, pb)
-	if pa+pb > 2 { // idle, n1 alone would send about 6
-		t.Errorf("%d and %d pings while calls flowed, want (almost) none", pa, pb)
+	t.Logf("%d calls in 4 s; pings: n1 %d, n2 %d", calls, pa, pb)
+	if pa+pb > 1 {
+		t.Errorf("%d and %d pings while calls flowed, want none", pa, pb)
 	}
 }

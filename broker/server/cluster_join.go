@@ -70,8 +70,8 @@ func (b *Broker) Join(ctx context.Context, addr string) error {
 }
 
 // resumeWhenJoined runs resume once a node whose join's outcome was
-// unknown holds the cluster's configuration and caught up with its
-// metadata (or the node stops).
+// unknown holds the cluster's configuration (its join marker goes then)
+// and caught up with its metadata (or the node stops).
 func (b *Broker) resumeWhenJoined(resume func()) {
 	c := b.cluster
 	b.lnMu.Lock()
@@ -80,7 +80,7 @@ func (b *Broker) resumeWhenJoined(resume func()) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	for c.members.Awaiting(ctx) {
+	for !c.members.Settle(ctx) {
 		select {
 		case <-ctx.Done():
 			return

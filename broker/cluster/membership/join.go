@@ -172,6 +172,17 @@ func (m *Membership) awaiting(ctx context.Context) bool {
 // is unknown and it waits to be added (or asked again).
 func (m *Membership) Awaiting(ctx context.Context) bool { return m.awaiting(ctx) }
 
+// Settle removes the join marker once this node's group holds a
+// configuration that counts it (a join whose outcome was unknown, which
+// the cluster's leader completed), and reports whether it did.
+func (m *Membership) Settle(ctx context.Context) bool {
+	if !m.member(ctx) {
+		return false
+	}
+	m.removeMarker()
+	return true
+}
+
 // refusedOutright reports whether a join's error is the cluster's refusal
 // before it added the node (admit's checks), not a lost answer.
 func refusedOutright(err error) bool {

@@ -140,7 +140,12 @@ func TestJoinWhoseAnswerIsLostNeverFormsASecondCluster(t *testing.T) {
 				}
 				return nil
 			})
-			if tc.restart {
+			if !tc.restart {
+				if !d.m.Settle(ctx) {
+					t.Error("Settle of a node the cluster reached: false")
+				}
+			}
+			{
 				eventually.Succeeds(t, 10*time.Second, "the marker is gone once d is a member", func() error {
 					if _, err := os.Stat(w.marker("warren@d")); !errors.Is(err, fs.ErrNotExist) {
 						return fmt.Errorf("marker: %v", err)

@@ -235,21 +235,7 @@ func (m *Membership) resumeJoin(ctx context.Context, mk joinMarker) error {
 // handleCheckJoin answers whether the leader would admit the node (see
 // admit); a member that is not the leader passes the question on.
 func (m *Membership) handleCheckJoin(ctx context.Context, from string, req []byte) ([]byte, error) {
-	var jr joinRequest
-	if err := json.Unmarshal(req, &jr); err != nil || jr.Node.Name == "" || jr.Node.Address == "" {
-		return nil, status.Error(codes.InvalidArgument, "membership: a join needs the node's name and address")
-	}
-	if err := m.admitting(); err != nil {
-		return nil, err
-	}
-	leader := m.cfg.Group.Leader()
-	if leader == "" {
-		return nil, status.Error(codes.Unavailable, "membership: the cluster has no leader now")
-	}
-	if leader != m.cfg.Self.Name {
-		return m.cfg.Network.Call(ctx, leader, MethodCheckJoin, req)
-	}
-	return nil, m.checkAdmit(ctx, jr.Node, true)
+	return m.atLeader(ctx, MethodCheckJoin, req, func(ctx context.Context, n Node) error { return m.checkAdmit(ctx, n, true) })
 }
 
 // checkAdmit refuses a node the leader must not add: a member's name with

@@ -391,6 +391,12 @@ func (m *Membership) refreshSelf(ctx context.Context) {
 // handleJoin adds the asking node; a member that is not the leader passes
 // the request to the leader.
 func (m *Membership) handleJoin(ctx context.Context, from string, req []byte) ([]byte, error) {
+	return m.atLeader(ctx, MethodJoin, req, m.admit)
+}
+
+// atLeader decodes a join request (method's) and runs do on the leader:
+// a member that is not the leader passes the request on unchanged.
+func (m *Membership) atLeader(ctx context.Context, method string, req []byte, do func(context.Context, Node) error) ([]byte, error) {
 	var jr joinRequest
 	if err := json.Unmarshal(req, &jr); err != nil || jr.Node.Name == "" || jr.Node.Address == "" {
 		return nil, status.Error(codes.InvalidArgument, "membership: a join needs the node's name and address")
@@ -403,9 +409,9 @@ func (m *Membership) handleJoin(ctx context.Context, from string, req []byte) ([
 		return nil, status.Error(codes.Unavailable, "membership: the cluster has no leader now")
 	}
 	if leader != m.cfg.Self.Name {
-		return m.cfg.Network.Call(ctx, leader, MethodJoin, req)
+		return m.cfg.Network.Call(ctx, leader, method, req)
 	}
-	return nil, m.admit(ctx, jr.Node)
+	return nil, do(ctx, jr.Node)
 }
 
 // admit runs on the leader: it records the node, then adds it as a voter.

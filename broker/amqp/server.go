@@ -71,8 +71,10 @@ type Server struct {
 	mu      sync.Mutex
 	conns   map[uint64]*conn
 	closing bool
-	wg      sync.WaitGroup
-	blocked atomic.Pointer[string] // non-nil: publishers are blocked for this reason
+	// suspended: new connections are closed at once (Suspend, Resume).
+	suspended bool
+	wg        sync.WaitGroup
+	blocked   atomic.Pointer[string] // non-nil: publishers are blocked for this reason
 	// unblocked is closed when an alarm clears; replaced when one is raised.
 	unblockMu sync.Mutex
 	unblocked chan struct{}
@@ -113,7 +115,7 @@ func NewServer(cfg Config, b Backend, log *slog.Logger) *Server {
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return netaccept.Serve(ctx, ln, "amqp", func(nc net.Conn) {
 		s.mu.Lock()
-		if s.closing {
+		if s.closing || s.suspended {
 			s.mu.Unlock()
 			_ = nc.Close()
 			return
@@ -158,6 +160,49 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("amqp: shutdown: %w", ctx.Err())
 	}
+}
+
+// Suspend closes every connection, those still in their handshake too,
+// with connection.close 320 (CONNECTION_FORCED) and reason, refuses new
+// ones until Resume, and returns once the closed ones are gone (or ctx
+// ends). A node joining a cluster suspends: no client may log in against
+// its metadata while it is replaced.
+func (s *Server) Suspend(ctx context.Context, reason string) error {
+	s.mu.Lock()
+	s.suspended = true
+	conns := make([]*conn, 0, len(s.conns))
+	for _, c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.forceClose(reason)
+	}
+	for {
+		s.mu.Lock()
+		left := 0
+		for _, c := range conns {
+			if s.conns[c.id] == c {
+				left++
+			}
+		}
+		s.mu.Unlock()
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("amqp: suspend: %d connections still open: %w", left, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Resume takes new connections again after Suspend.
+func (s *Server) Resume() {
+	s.mu.Lock()
+	s.suspended = false
+	s.mu.Unlock()
 }
 
 // SetBlocked blocks (reason non-empty) or unblocks publishers: connections

@@ -39,6 +39,8 @@ func (b *Broker) Join(ctx context.Context, addr string) error {
 	peer, err := c.members.Join(ctx, addr, func(ctx context.Context) error {
 		r := b.pauseClientListeners()
 		resume = func() {
+			b.AMQP.Resume()
+			b.Stream.Resume()
 			r()
 			if !b.cluster.draining.Load() {
 				b.ready.Store(true)
@@ -136,11 +138,14 @@ func (b *Broker) ownDefinitions() []string {
 // this node).
 func (b *Broker) resetForJoin(ctx context.Context) error {
 	const reason = "this node is joining another cluster"
-	for _, ci := range b.AMQP.Connections() {
-		_ = b.AMQP.CloseConnection(ci.Name, reason)
+	// Every connection goes, those still in their handshake too (one
+	// authenticating after the wipe would be refused its credentials), and
+	// none is taken until the join ends (Join resumes the servers).
+	if err := b.AMQP.Suspend(ctx, reason); err != nil {
+		return err
 	}
-	for _, v := range b.meta.Vhosts() {
-		b.Stream.CloseVhost(v.Name, reason)
+	if err := b.Stream.Suspend(ctx, reason); err != nil {
+		return err
 	}
 	if own := b.ownDefinitions(); len(own) > 0 { // declared meanwhile
 		return status.Errorf(codes.FailedPrecondition, "this node has definitions of its own that joining would discard: %s", strings.Join(own, ", "))

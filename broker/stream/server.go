@@ -112,7 +112,9 @@ type Server struct {
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
 	closing bool
-	wg      sync.WaitGroup
+	// suspended: new connections are closed at once (Suspend, Resume).
+	suspended bool
+	wg        sync.WaitGroup
 }
 
 // NewServer returns a server; call Serve to accept connections.
@@ -225,7 +227,7 @@ func (s *Server) setAdvertisedHost(ln net.Listener) {
 func (s *Server) serve(ctx context.Context, ln net.Listener, overTLS bool) error {
 	return netaccept.Serve(ctx, ln, "stream", func(nc net.Conn) {
 		s.mu.Lock()
-		if s.closing {
+		if s.closing || s.suspended {
 			s.mu.Unlock()
 			_ = nc.Close()
 			return
@@ -272,6 +274,47 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("stream: shutdown: %w", ctx.Err())
 	}
+}
+
+// Suspend closes every connection, those still in their handshake too
+// (close with code OK and reason), refuses new ones until Resume, and
+// returns once the closed ones are gone (or ctx ends): see amqp's.
+func (s *Server) Suspend(ctx context.Context, reason string) error {
+	s.mu.Lock()
+	s.suspended = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.closeWith(codeOK, reason)
+	}
+	for {
+		s.mu.Lock()
+		left := 0
+		for _, c := range conns {
+			if _, ok := s.conns[c]; ok {
+				left++
+			}
+		}
+		s.mu.Unlock()
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stream: suspend: %d connections still open: %w", left, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Resume takes new connections again after Suspend.
+func (s *Server) Resume() {
+	s.mu.Lock()
+	s.suspended = false
+	s.mu.Unlock()
 }
 
 // SetBlocked raises (reason non-empty) or clears a resource alarm. While

@@ -39,8 +39,9 @@ func TestStreamClientsFindTheNodeThatHoldsTheStream(t *testing.T) {
 	if err != nil {
 		t.Fatalf("producer through n1: %v", err)
 	}
+	confirms := prod.NotifyPublishConfirmation() // before the first send (the client reads it unlocked)
 	go func() {
-		for cs := range prod.NotifyPublishConfirmation() {
+		for cs := range confirms {
 			for _, c := range cs {
 				if c.IsConfirmed() {
 					confirmed <- 1

@@ -122,6 +122,11 @@ type loopState struct {
 	// toMark are the seqs of durable messages delivered this turn, to
 	// record as delivered in the index (reused across turns).
 	toMark []uint64
+	// forgotten are the index entries of messages that left the queue this
+	// turn without a consumer's ack (auto-ack deliveries, expiry, overflow),
+	// durable and transient, acked in the index by ackForgotten in one
+	// batch (reused across turns).
+	forgotten, forgottenTransient []uint64
 }
 
 type unackedMsg struct {

@@ -327,6 +327,44 @@ func TestRecoveryAfterCrash(t *testing.T) {
 	}
 }
 
+// Messages taken with auto-ack (a consumer or a no-ack get) are gone for
+// good once the client could have seen them, spilled to disk or not: a
+// restart after kill -9 brings none back. The queue acks them in the index
+// in batches, before the turn's deliveries are flushed.
+func TestAutoAckedMessagesDoNotComeBackAfterCrash(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mem  int // the in-memory window: 10 spills most of the 300 to disk
+	}{{"in memory", 1000}, {"spilled", 10}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := open(t, t.TempDir(), Info{Name: "aa", Durable: true}, nil, tc.mem)
+			const n = 300
+			for i := 0; i < n; i++ {
+				f.q.Publish([]Publish{{Msg: f.msg(fmt.Sprint(i), i%3 != 0)}})
+			}
+			waitStats(t, f.q, func(s Stats) bool { return s.Ready == n })
+			if _, ok, err := f.q.Get(context.Background(), true); err != nil || !ok {
+				t.Fatalf("get: ok %v, err %v", ok, err)
+			}
+			c := newConsumer(-1, true)
+			if err := f.q.Consume(context.Background(), c, ConsumeOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			got := c.wait(t, n-1)
+			for i, d := range got {
+				if want := fmt.Sprint(i + 1); string(d.Msg.Body) != want {
+					t.Fatalf("delivery %d = %q, want %q", i, d.Msg.Body, want)
+				}
+			}
+			waitStats(t, f.q, func(s Stats) bool { return s.Ready == 0 && s.Acked == n })
+			q2 := f.reopenAfterCrash()
+			if st := waitStats(t, q2, func(Stats) bool { return true }); st.Ready != 0 {
+				t.Fatalf("after a crash the queue holds %d messages, want 0: all %d were taken with auto-ack", st.Ready, n)
+			}
+		})
+	}
+}
+
 func TestTTLAndDeadLetteringXDeath(t *testing.T) {
 	f := open(t, t.TempDir(), Info{Name: "ttl", Durable: true}, map[string]any{"x-message-ttl": int32(20), "x-dead-letter-exchange": "dlx", "x-dead-letter-routing-key": "dead"}, 100)
 	f.publish("old")

@@ -144,6 +144,7 @@ func (q *Classic) turn(cmds []cmd) bool {
 	q.deliver()
 	q.enforceLimits()
 	q.expireHead()
+	q.ackForgotten()
 	q.refill()
 	q.publishTurnStats()
 	q.armExpiry()
@@ -329,6 +330,7 @@ func (q *Classic) stop(del bool) int {
 			q.log.Error("delete queue files", "err", err)
 		}
 	} else {
+		q.ackForgotten()
 		// Unacked messages, and requeued ones, were delivered before: they
 		// come back redelivered after the restart.
 		var delivered []uint64

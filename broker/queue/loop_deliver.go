@@ -112,6 +112,7 @@ func (q *Classic) refill() {
 func (q *Classic) deliver() {
 	q.deliverReady()
 	q.markDelivered()
+	q.ackForgotten()
 	published := false
 	for _, cs := range q.st.consumers {
 		if cs.flush {
@@ -200,13 +201,44 @@ func (q *Classic) markDelivered() {
 }
 
 // forget removes a settled message from the index.
+// forget takes a message out of the queue for good without a consumer's ack
+// (an auto-ack delivery, a get with no-ack, expiry, overflow). Its index
+// entry is acked by the next ackForgotten, in one batch with the turn's
+// others: one status write per run of entries, not a read and a write of
+// the segment per message, which made an auto-ack consumer of a queue
+// spilled to disk cost twice its publisher.
 func (q *Classic) forget(m *qmsg) {
 	if m.inIndex {
-		if err := q.idx.Ack([]uint64{m.seq}); err != nil {
-			q.log.Error("ack in queue index", "err", err)
+		s := &q.st
+		if q.isDurable(m) {
+			s.forgotten = append(s.forgotten, m.seq)
+		} else {
+			s.forgottenTransient = append(s.forgottenTransient, m.seq)
 		}
 	}
 	q.sAcked.Add(1)
+}
+
+// ackForgotten acks in the index what forget took out of the queue. It
+// runs before the turn's deliveries are flushed to consumers (as the
+// per-message ack it replaces did), so a durable message an auto-ack
+// consumer may have seen is acked in the index before the consumer sees it.
+func (q *Classic) ackForgotten() {
+	s := &q.st
+	if len(s.forgotten) > 0 {
+		slices.Sort(s.forgotten)
+		if err := q.idx.Ack(s.forgotten); err != nil {
+			q.log.Error("ack in queue index", "err", err)
+		}
+		s.forgotten = s.forgotten[:0]
+	}
+	if len(s.forgottenTransient) > 0 {
+		slices.Sort(s.forgottenTransient)
+		if err := q.idx.AckTransient(s.forgottenTransient); err != nil {
+			q.log.Error("ack in queue index", "err", err)
+		}
+		s.forgottenTransient = s.forgottenTransient[:0]
+	}
 }
 
 func (q *Classic) settle(seqs []uint64, reject bool) {
@@ -287,6 +319,7 @@ func (q *Classic) get(noAck bool) (Delivery, bool) {
 		d := Delivery{Msg: m.msg, Queue: q, Seq: m.seq, Redelivered: m.redelivered, Remaining: len(s.ready) - s.head + s.diskCount}
 		if noAck {
 			q.forget(m)
+			q.ackForgotten()
 		} else {
 			s.unacked[m.seq] = &unackedMsg{m: m}
 			s.unackedB += int64(len(m.msg.Body))

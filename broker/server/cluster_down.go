@@ -3,22 +3,28 @@ package server
 import (
 	"context"
 	"time"
+
+	"github.com/warrenmq/warren/broker/meta"
+	"github.com/warrenmq/warren/broker/vhost"
 )
 
-// downExclusiveGrace is how long a member must have been reported down
-// (the transport reports a peer down after 2 s without an answer) before
-// the metadata leader deletes its exclusive queues: their connections were
-// on that node, so they are gone with it, and a client that reconnects to
-// another node must be able to declare its queue again (RabbitMQ deletes a
-// down node's exclusive queues too). The grace keeps a short blip from
-// taking the queues of a node that is still running.
-const downExclusiveGrace = 5 * time.Second
+// downGrace is how long a member must have been reported down (the
+// transport reports a peer down after 2 s without an answer) before the
+// metadata leader deletes its transient queues, as RabbitMQ's
+// rabbit_amqqueue:on_node_down does: its non-durable queues (their
+// messages were in that node's memory or were to be dropped at its
+// restart, and the node deletes them itself when it starts again) and the
+// exclusive queues whose connection was on it. A client that reconnects
+// to another node must be able to declare its queue again. The grace
+// keeps a short blip from taking the queues of a node that is still
+// running.
+const downGrace = 5 * time.Second
 
 // sweepInterval is how often the leader looks for such queues.
 const sweepInterval = time.Second
 
 // sweepDownNodes runs until stop closes: on the metadata leader, it
-// deletes the exclusive queues of members down for downExclusiveGrace. It
+// deletes the transient queues of members down for downGrace. It
 // sleeps while no member is reported down (an idle cluster pays nothing),
 // and looks every sweepInterval while one is.
 func (c *clusterNode) sweepDownNodes(stop <-chan struct{}) {
@@ -39,11 +45,11 @@ func (c *clusterNode) sweepDownNodes(stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		for _, node := range c.downFor(downExclusiveGrace) {
+		for _, node := range c.downFor(downGrace) {
 			if !c.meta.Group().IsLeader() {
 				break
 			}
-			if c.dropExclusiveOf(node) {
+			if c.dropTransientOf(node) {
 				c.swept(node)
 			}
 		}
@@ -81,25 +87,45 @@ func (c *clusterNode) swept(node string) {
 	}
 }
 
-// dropExclusiveOf deletes the exclusive queues whose connection was on
-// node (each logged) and reports whether none is left.
-func (c *clusterNode) dropExclusiveOf(node string) bool {
+// dropTransientOf deletes the queues that did not outlive node (each
+// logged): those it held that vhost.Transient reports (non-durable or
+// exclusive), and the exclusive queues whose connection was on it wherever
+// they are held. It stops, leaving the rest for the next sweep, when a
+// delete fails or node is reported up again (a partition that healed: its
+// queues are running), and reports whether none is left.
+func (c *clusterNode) dropTransientOf(node string) bool {
 	for _, v := range c.meta.Vhosts() {
 		for _, q := range c.meta.Queues(v.Name) {
-			if !q.Exclusive || (q.Node != node && (q.Owner == nil || q.Owner.Node != node)) {
+			if !wentWith(q, node) {
 				continue
+			}
+			if !c.reportedDown(node) {
+				return false
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			err := c.meta.DeleteQueue(ctx, v.Name, q.Name)
 			cancel()
 			if err != nil {
-				c.log.Warn("cluster: cannot delete an exclusive queue of a down node", "queue", q.Name, "vhost", v.Name, "node", node, "error", err)
+				c.log.Warn("cluster: cannot delete a transient queue of a down node", "queue", q.Name, "vhost", v.Name, "node", node, "exclusive", q.Exclusive, "error", err)
 				return false
 			}
-			c.log.Info("cluster: deleted an exclusive queue of a down node (its connection was there)", "queue", q.Name, "vhost", v.Name, "node", node)
+			if q.Exclusive {
+				c.log.Info("cluster: deleted an exclusive queue of a down node (its connection was there)", "queue", q.Name, "vhost", v.Name, "node", node)
+			} else {
+				c.log.Info("cluster: deleted a non-durable queue of a down node (its messages went with the node)", "queue", q.Name, "vhost", v.Name, "node", node)
+			}
 		}
 	}
 	return true
+}
+
+// wentWith reports whether q goes when node goes down: a transient queue
+// node held, or an exclusive queue whose connection was on node.
+func wentWith(q meta.Queue, node string) bool {
+	if q.Node == node && vhost.Transient(q) {
+		return true
+	}
+	return q.Exclusive && q.Owner != nil && q.Owner.Node == node
 }
 
 // nodeDown reports whether the transport reports node down (vhost's

@@ -11,7 +11,7 @@ import (
 const leaderlessPoll = 10 * time.Second
 
 // watchLeaderless runs until stop closes. A node that has had no metadata
-// leader for downExclusiveGrace is cut off from its cluster (or the
+// leader for downGrace is cut off from its cluster (or the
 // cluster lost its majority): the leader on the other side, when there is
 // one, deletes this node's exclusive queues once it has seen the node down
 // as long. So that this matches what the clients see, the node closes the
@@ -35,7 +35,7 @@ func (b *Broker) watchLeaderless(stop <-chan struct{}) {
 		since := time.Now()
 		closed := false
 		for g.Leader() == "" {
-			if !closed && time.Since(since) >= downExclusiveGrace {
+			if !closed && time.Since(since) >= downGrace {
 				b.closeExclusiveOwners()
 				closed = true
 			}
@@ -82,7 +82,7 @@ func (b *Broker) closeExclusiveOwners() {
 			}
 		}
 	}
-	b.log.Warn("cluster: no metadata leader for the grace period: closed the connections that own exclusive queues (the cluster deletes those queues)", "node", b.cluster.self.Name, "grace", downExclusiveGrace, "connections", n)
+	b.log.Warn("cluster: no metadata leader for the grace period: closed the connections that own exclusive queues (the cluster deletes those queues)", "node", b.cluster.self.Name, "grace", downGrace, "connections", n)
 }
 
 // dropOrphanedExclusive deletes, once a leader is back, the records of

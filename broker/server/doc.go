@@ -40,6 +40,16 @@
 // lock, then Broker.blockMu, then Broker.alarmMu, then the protocol
 // servers' locks (amqp.Server.unblockMu, its mu, each conn's output lock).
 //
+// A member that goes down takes its transient queues with it, as RabbitMQ's
+// on_node_down: once the transport has reported it down for downGrace
+// (5 s), and while it still is, the metadata leader deletes the records of
+// the queues it held that vhost.Transient reports (non-durable or
+// exclusive) and of the exclusive queues whose connection was on it
+// (cluster_down.go); durable queues stay, unavailable until it is back. A
+// node without a metadata leader for as long closes its connections that
+// own exclusive queues, as the other side deletes them
+// (cluster_leaderless.go).
+//
 // Message ids are node-unique across restarts: the counter starts at the boot
 // time in nanoseconds, so ids handed out after a restart exceed every stored one.
 //

@@ -46,7 +46,9 @@
 // the node. Errors crossing nodes are gRPC status errors (ToStatus,
 // FromStatus) carrying RabbitMQ's text.
 // DropTransient, at node start, deletes the non-durable and exclusive queues
-// a crash left in the metadata on this node.
+// a crash left in the metadata on this node; Transient is that one rule,
+// which the cluster's metadata leader also applies to a node that has been
+// down for a while (server's down-node sweep).
 //
 // A meta.Reset event (a replicated store installed a snapshot) resyncs
 // the whole vhost from the store's reads. Events may repeat (a retried

@@ -18,7 +18,7 @@ func DropTransient(ctx context.Context, m meta.Store, node string, exchanges boo
 	var errs []error
 	for _, mv := range m.Vhosts() {
 		for _, q := range m.Queues(mv.Name) {
-			if (q.Node == "" || q.Node == node) && (!q.Durable || q.Exclusive) {
+			if (q.Node == "" || q.Node == node) && Transient(q) {
 				if err := m.DeleteQueue(ctx, mv.Name, q.Name); err != nil {
 					errs = append(errs, fmt.Errorf("drop transient queue '%s' in vhost '%s': %w", q.Name, mv.Name, err))
 				}
@@ -36,4 +36,13 @@ func DropTransient(ctx context.Context, m meta.Store, node string, exchanges boo
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Transient reports whether a queue does not outlive a restart of its
+// node: a non-durable or an exclusive one. Its record is deleted when the
+// node starts again (DropTransient), and by the cluster's metadata leader
+// once the node has been down for a while, as RabbitMQ's on_node_down
+// deletes a down node's transient queues.
+func Transient(q meta.Queue) bool {
+	return !q.Durable || q.Exclusive
 }

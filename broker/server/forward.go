@@ -57,7 +57,8 @@ func (l forwardLocal) DeleteQueue(ctx context.Context, vh, name string, ifUnused
 	if err != nil {
 		return 0, err
 	}
-	if _, err := v.LocalQueue(name); err != nil {
+	// A queue still opening is waited for no longer than the call.
+	if _, err := v.LocalQueueContext(ctx, name); err != nil {
 		return 0, err
 	}
 	// The caller checked the exclusive owner.

@@ -19,13 +19,17 @@
 // with the same function (meta.CheckQueueEquivalent) and writes nothing.
 //
 // A queue this node holds is opened off the store's apply goroutine: the
-// handler records it (queue map and routing) at once and starts its open
-// on another goroutine (at most 16 at a time), so a follower applying a
-// burst of declares does not create their directories and files one after
-// the other. The declare that wrote the record waits for the open before
-// it answers (and reports, and undoes, an open that failed); a publish
+// handler records it (queue map and routing) at once and queues its open
+// for the vhost's openers (opener.go): at most 16 goroutines, started only
+// while opens are queued, taking them in the order they were recorded. So
+// a follower applying a burst of declares neither creates their
+// directories and files one after the other nor starts a goroutine per
+// queue. The declare that wrote the record waits for the open before it
+// answers (and reports, and undoes, an open that failed); a publish
 // routed to it, a Queue lookup, a binding check, a redeclare and a delete
-// wait for the open too; Close waits for opens under way. Recovery at
+// wait for the open too (a delete, and LocalQueueContext, no longer than
+// their context). Close waits for opens under way; opens still queued are
+// not made (ErrClosed to their waiters, the record kept). Recovery at
 // Open and a Reset's resync open synchronously. A crash before an open
 // ended loses nothing: the record is durable in the metadata and recovery
 // opens the queue.
@@ -70,8 +74,9 @@
 // Vhost.projMu (the handler and recover, one at a time), then Vhost.mu
 // (the queue map, taken briefly), then a queue's own locks. A queue is
 // deleted under projMu, not under mu; it is opened under projMu (recover,
-// resync) or on its own goroutine under no vhost lock (an event), which
-// takes mu only to record the result. A writer (declare, delete,
+// resync) or on an opener under no vhost lock (an event), which takes mu
+// only to record the result. Vhost.openMu (the queue of opens) is a leaf,
+// taken under mu by the handler. A writer (declare, delete,
 // bind, unbind, ConnectionClosed, an expired queue's delete) holds no vhost
 // lock while it writes the metadata: the handler it waits for takes them.
 // The handler never writes metadata. Queues call back into the vhost only

@@ -11,8 +11,9 @@ import (
 )
 
 // The forwarding side's lookups of a queue whose open is under way:
-// LocalQueueIfOpen answers at once (not ready), LocalQueueContext waits
-// no longer than its context, and both find the queue once it is open.
+// LocalQueueIfOpen answers at once (not ready), LocalQueueContext and
+// DeleteQueue (the owner's side of a forwarded delete) wait no longer than
+// their context, and the lookups find the queue once it is open.
 func TestLocalQueueLookupsOfAQueueStillOpening(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
@@ -39,6 +40,12 @@ func TestLocalQueueLookupsOfAQueueStillOpening(t *testing.T) {
 	defer cancel()
 	if _, err := v.LocalQueueContext(short, "q"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("LocalQueueContext while opening: %v, want its context's deadline", err)
+	}
+	if _, err := v.DeleteQueue(short, "q", QueueDeleteOptions{Force: true}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("DeleteQueue while opening: %v, want its context's deadline", err)
+	}
+	if got := len(m.Queues("/")); got != 1 {
+		t.Fatalf("%d queue records after a delete that gave up waiting for the open, want 1", got)
 	}
 	waited := make(chan error, 1)
 	go func() {

@@ -3,6 +3,11 @@ package vhost
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,4 +135,133 @@ func TestQueueDeletedOrClosedWhileOpening(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatalf("close while a queue opened: %v", err)
 	}
+}
+
+// Many declares applied in a row (a follower catching up on a log of
+// declares) queue their opens on the vhost's openers: at most maxOpening
+// goroutines, which take the opens in the order the declares were
+// applied; each queue is open once its turn came. A vhost closed with
+// opens still queued opens none of them and leaves their records.
+func TestQueueOpensOnABoundedPool(t *testing.T) {
+	const n = 10 * maxOpening
+	for _, tc := range []struct {
+		name  string
+		close bool // close the vhost while the first opens are held up
+	}{
+		{name: "all open"},
+		{name: "closed with opens queued", close: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			started := make(chan string, n)
+			types := DefaultQueueTypes()
+			types["classic"] = QueueType{Open: func(ctx context.Context, v *Vhost, info queue.Info, args queue.Args) (queue.Queue, error) {
+				started <- info.Name
+				<-release
+				return openClassic(ctx, v, info, args)
+			}}
+			ctx := context.Background()
+			v, m := openVhost(t, types)
+			var releaseOnce sync.Once
+			unblock := func() { releaseOnce.Do(func() { close(release) }) }
+			t.Cleanup(unblock) // before the vhost's Close, which waits for the opens
+			// meta.Local runs the vhost's handler on the writer's
+			// goroutine: the openers it starts carry this test's label.
+			mark := markGoroutines(t)
+			names := make([]string, n)
+			for i := range names {
+				names[i] = fmt.Sprintf("q%03d", i)
+				if _, err := m.DeclareQueue(ctx, meta.Queue{Vhost: "/", Name: names[i], Durable: true, Node: "n1"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			first := map[string]bool{}
+			for range maxOpening {
+				first[<-started] = true
+			}
+			for _, name := range names[:maxOpening] {
+				if !first[name] {
+					t.Fatalf("opens started first: %v; want the first %d declared", first, maxOpening)
+				}
+			}
+			eventually.Holds(t, 100*time.Millisecond, "no more than the pool's opens start", func() error {
+				if len(started) != 0 {
+					return fmt.Errorf("open of %s started while %d were under way", <-started, maxOpening)
+				}
+				return nil
+			})
+			if got, stacks := mark.count(); got > maxOpening+1 { // the openers and this test
+				t.Fatalf("%d goroutines for %d queued opens, want at most %d openers and the test's own:\n%s", got, n, maxOpening, stacks)
+			}
+
+			if tc.close {
+				closed := make(chan error, 1)
+				go func() { closed <- v.Close(ctx) }()
+				eventually.True(t, 5*time.Second, "the vhost closed", v.isClosed)
+				unblock()
+				if err := <-closed; err != nil {
+					t.Fatalf("close with opens queued: %v", err)
+				}
+				if len(started) != 0 {
+					t.Fatalf("%d queued opens ran after the vhost closed", len(started))
+				}
+				if got := len(m.Queues("/")); got != n {
+					t.Fatalf("metadata has %d queues after the close, want all %d", got, n)
+				}
+				return
+			}
+			unblock()
+			for _, name := range names {
+				if _, err := v.LocalQueueContext(ctx, name); err != nil {
+					t.Fatalf("queue %s after its open: %v", name, err)
+				}
+			}
+			if got := len(started) + maxOpening; got != n {
+				t.Fatalf("%d opens, want %d", got, n)
+			}
+			eventually.True(t, 5*time.Second, "the openers end once the queue is empty", func() bool {
+				v.openMu.Lock()
+				defer v.openMu.Unlock()
+				return v.openPool.workers == 0 && len(v.openPool.queue) == 0
+			})
+		})
+	}
+}
+
+// goroutineMark labels the calling test's goroutine so that every
+// goroutine it starts, and every one those start, carries the label
+// (goroutine labels are inherited): count sees this test's goroutines
+// only, not those other tests of the package left running.
+type goroutineMark string
+
+// markGoroutines labels the test's goroutine and what it starts from now on.
+func markGoroutines(t *testing.T) goroutineMark {
+	m := goroutineMark(fmt.Sprintf("%s/%p", t.Name(), t))
+	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("vhost-test", string(m))))
+	t.Cleanup(func() { pprof.SetGoroutineLabels(context.Background()) })
+	return m
+}
+
+// count is how many goroutines carry the mark, and their stacks.
+func (m goroutineMark) count() (int, string) {
+	var b strings.Builder
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
+		return -1, err.Error()
+	}
+	label := fmt.Sprintf("# labels: {%q:%q}", "vhost-test", string(m))
+	n, stacks := 0, ""
+	_, groups, _ := strings.Cut(b.String(), "\n") // after "goroutine profile: total N"
+	for _, group := range strings.Split(groups, "\n\n") {
+		if !strings.Contains(group, label+"\n") {
+			continue
+		}
+		head, _, _ := strings.Cut(group, " @ ")
+		k, err := strconv.Atoi(strings.TrimSpace(head))
+		if err != nil {
+			return -1, "undecodable goroutine profile group: " + group
+		}
+		n += k
+		stacks += group + "\n\n"
+	}
+	return n, stacks
 }

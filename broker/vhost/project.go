@@ -165,7 +165,7 @@ func (v *Vhost) local(rec meta.Queue) bool { return rec.Node == "" || rec.Node =
 // returned (the vhost does not start); from an event it is kept in the
 // entry, for the declare that wrote the record to report and undo. With
 // async (a metadata event) a queue held here is known to routing at once
-// and opened on another goroutine (see startOpen): the store's apply
+// and opened by the vhost's pool of openers (see startOpen): the store's apply
 // goroutine does not wait for the queue's files, and declares on this
 // node open their queues in parallel.
 func (v *Vhost) queuePut(ctx context.Context, rec meta.Queue, fresh, async bool) error {
@@ -221,44 +221,6 @@ func (v *Vhost) queuePut(ctx context.Context, rec meta.Queue, fresh, async bool)
 		v.cfg.Churn.QueuesCreated.Add(1)
 	}
 	return nil
-}
-
-// maxOpening bounds the queues of a vhost being opened at once (their
-// directories and files created) off the apply goroutine.
-const maxOpening = 16
-
-// startOpen records a queue held here and opens it on its own goroutine;
-// v.mu is held. The entry is in the queue map and routing at once, so a
-// publish or declare that finds it waits for the open (queueEntry.wait)
-// rather than missing it; a delete waits for it too. The record is
-// durable in the metadata, which reopens the queue after a crash, so
-// nothing is lost when the process dies before the open ends.
-func (v *Vhost) startOpen(rec meta.Queue) {
-	e := &queueEntry{rec: rec, opening: make(chan struct{})}
-	v.queues[rec.Name] = e
-	v.routes.AddQueue(rec.Name)
-	v.opens.Add(1)
-	go func() {
-		defer v.opens.Done()
-		ctx := context.Background()
-		v.openSem <- struct{}{}
-		q, err := v.openRecord(ctx, rec)
-		<-v.openSem
-		v.mu.Lock()
-		e.q, e.openErr = q, err
-		closed := v.closed
-		if err != nil && !closed && v.queues[rec.Name] == e {
-			v.routes.RemoveQueue(rec.Name)
-		}
-		v.mu.Unlock()
-		close(e.opening)
-		switch {
-		case closed && q != nil:
-			_ = q.Close(ctx) // Close did not see it: it stops here
-		case q != nil:
-			v.cfg.Churn.QueuesCreated.Add(1)
-		}
-	}()
 }
 
 // queueDeleted removes a queue the metadata no longer lists, with its

@@ -99,7 +99,10 @@ func (v *Vhost) DeclareQueue(ctx context.Context, d QueueDecl) (queue.Queue, boo
 	// done, so the client finds the queue open.
 	q, openErr := e.wait(ctx)
 	if openErr != nil {
-		if errors.Is(openErr, ctx.Err()) {
+		if errors.Is(openErr, ctx.Err()) || errors.Is(openErr, ErrClosed) {
+			// Not an open that failed: the record stays (a vhost
+			// closed before the open started recovers it at its next
+			// Open).
 			return nil, false, openErr
 		}
 		if err := v.cfg.Meta.DeleteQueue(ctx, v.cfg.Name, d.Name); err != nil {
@@ -268,14 +271,23 @@ func (v *Vhost) LocalQueueContext(ctx context.Context, name string) (queue.Queue
 	if !ok || e.remote {
 		return nil, v.notLocal(name)
 	}
-	q, err := e.wait(ctx)
+	if err := v.waitOpen(ctx, e); err != nil {
+		return nil, err
+	}
+	q, _ := e.wait(ctx)
 	if q == nil {
-		if ctxErr := ctx.Err(); ctxErr != nil && err == ctxErr {
-			return nil, fmt.Errorf("queue '%s' in vhost '%s': waiting for its open: %w", name, v.cfg.Name, err)
-		}
 		return nil, v.notLocal(name)
 	}
 	return q, nil
+}
+
+// waitOpen waits for the open under way of a queue held here, if any, at
+// most until ctx ends; the error is then ctx's, wrapped.
+func (v *Vhost) waitOpen(ctx context.Context, e *queueEntry) error {
+	if _, err := e.wait(ctx); err != nil && err == ctx.Err() {
+		return fmt.Errorf("queue '%s' in vhost '%s': waiting for its open: %w", e.rec.Name, v.cfg.Name, err)
+	}
+	return nil
 }
 
 // LocalQueueIfOpen is LocalQueue without waiting: ready is false (and
@@ -339,6 +351,12 @@ func (v *Vhost) DeleteQueue(ctx context.Context, name string, o QueueDeleteOptio
 		return 0, ErrClosed
 	}
 	e, ok := v.entry(name)
+	if ok {
+		// A queue still opening is waited for no longer than ctx.
+		if err := v.waitOpen(ctx, e); err != nil {
+			return 0, err
+		}
+	}
 	if !ok || !v.held(e) {
 		return 0, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", name, v.cfg.Name)
 	}

@@ -94,10 +94,12 @@ type Vhost struct {
 	mu     sync.RWMutex
 	queues map[string]*queueEntry
 	closed bool
-	// opens counts the queues startOpen is opening (Close waits for them);
-	// openSem bounds how many open at once.
-	opens   sync.WaitGroup
-	openSem chan struct{}
+	// opens counts the running openers (opener.go; Close waits for
+	// them); openPool, under openMu (a leaf), queues the opens startOpen
+	// hands them.
+	opens    sync.WaitGroup
+	openMu   sync.Mutex
+	openPool openPool
 	// convertMu serialises queue-version conversions: one queue at a time.
 	convertMu sync.Mutex
 
@@ -158,12 +160,11 @@ func Open(ctx context.Context, cfg Config) (*Vhost, error) {
 		return nil, fmt.Errorf("vhost %q: open store: %w", cfg.Name, err)
 	}
 	v := &Vhost{
-		cfg:     cfg,
-		log:     cfg.Log.With("vhost", cfg.Name),
-		routes:  routing.NewTable(),
-		store:   st,
-		queues:  map[string]*queueEntry{},
-		openSem: make(chan struct{}, maxOpening),
+		cfg:    cfg,
+		log:    cfg.Log.With("vhost", cfg.Name),
+		routes: routing.NewTable(),
+		store:  st,
+		queues: map[string]*queueEntry{},
 	}
 	mv, _ := cfg.Meta.Vhost(cfg.Name)
 	v.settings.Store(v.effective(mv))
@@ -301,7 +302,8 @@ func (v *Vhost) Close(ctx context.Context) error {
 	if v.unsub != nil {
 		v.unsub()
 	}
-	// Queues still opening close themselves (they see closed).
+	// Queues still opening close themselves (they see closed); those
+	// queued and not started are not opened.
 	v.opens.Wait()
 	var errs []error
 	var wg sync.WaitGroup

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -168,34 +170,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // ends). A node joining a cluster suspends: no client may log in against
 // its metadata while it is replaced.
 func (s *Server) Suspend(ctx context.Context, reason string) error {
-	s.mu.Lock()
-	s.suspended = true
-	conns := make([]*conn, 0, len(s.conns))
-	for _, c := range s.conns {
-		conns = append(conns, c)
+	err := netaccept.Suspend(ctx, &s.mu, func() []*conn {
+		s.suspended = true
+		return slices.Collect(maps.Values(s.conns))
+	}, func(c *conn) { c.forceClose(reason) }, func(c *conn) bool { return s.conns[c.id] == c })
+	if err != nil {
+		return fmt.Errorf("amqp: suspend: %w", err)
 	}
-	s.mu.Unlock()
-	for _, c := range conns {
-		c.forceClose(reason)
-	}
-	for {
-		s.mu.Lock()
-		left := 0
-		for _, c := range conns {
-			if s.conns[c.id] == c {
-				left++
-			}
-		}
-		s.mu.Unlock()
-		if left == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("amqp: suspend: %d connections still open: %w", left, ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	return nil
 }
 
 // Resume takes new connections again after Suspend.

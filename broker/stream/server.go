@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -280,34 +282,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // (close with code OK and reason), refuses new ones until Resume, and
 // returns once the closed ones are gone (or ctx ends): see amqp's.
 func (s *Server) Suspend(ctx context.Context, reason string) error {
-	s.mu.Lock()
-	s.suspended = true
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
+	err := netaccept.Suspend(ctx, &s.mu, func() []*conn {
+		s.suspended = true
+		return slices.Collect(maps.Keys(s.conns))
+	}, func(c *conn) { c.closeWith(codeOK, reason) }, func(c *conn) bool {
+		_, ok := s.conns[c]
+		return ok
+	})
+	if err != nil {
+		return fmt.Errorf("stream: suspend: %w", err)
 	}
-	s.mu.Unlock()
-	for _, c := range conns {
-		c.closeWith(codeOK, reason)
-	}
-	for {
-		s.mu.Lock()
-		left := 0
-		for _, c := range conns {
-			if _, ok := s.conns[c]; ok {
-				left++
-			}
-		}
-		s.mu.Unlock()
-		if left == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("stream: suspend: %d connections still open: %w", left, ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	return nil
 }
 
 // Resume takes new connections again after Suspend.

@@ -1,6 +1,7 @@
 // Package tmpfs gives tests a small real filesystem that fills up: a tmpfs
 // mounted with a size limit (no reserved blocks, so ENOSPC is what a full
-// disk really returns), and a filler file to take its space. It is a leaf
+// disk really returns), and a filler file to take its space; or that goes
+// read-only (ReadOnly: EROFS, as a disk remounted after I/O errors). It is a leaf
 // package (it imports nothing of Warren), so any package's tests can use it.
 package tmpfs
 

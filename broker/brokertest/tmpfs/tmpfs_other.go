@@ -13,3 +13,15 @@ func Mount(t testing.TB, size int64) string {
 	t.Skipf("needs a real full filesystem: a size-limited tmpfs is mounted only on Linux, not %s", runtime.GOOS)
 	return ""
 }
+
+// MountAt skips the test, as Mount does.
+func MountAt(t testing.TB, dir string, size int64) {
+	t.Helper()
+	t.Skipf("needs a real filesystem of its own: a tmpfs is mounted only on Linux, not %s", runtime.GOOS)
+}
+
+// ReadOnly is never reached: MountAt skipped the test.
+func ReadOnly(t testing.TB, dir string) {
+	t.Helper()
+	t.Skipf("a tmpfs is mounted only on Linux, not %s", runtime.GOOS)
+}

@@ -27,7 +27,10 @@
 // empties its FSM in a callback) and restarts raft Fresh, so the node can
 // be added to another cluster's group without a restart; Group keeps its
 // identity, its raft is swapped (an atomic pointer: calls in flight on the
-// old one fail with ErrClosed). A reopened group whose configuration is
+// old one fail with ErrClosed). A Reset that fails after raft stopped
+// starts raft again on the state left; only when that fails too is the
+// group down on this node until it restarts, which Down reports (the
+// node's health checks fail with it). A reopened group whose configuration is
 // one other voter is adopted only with Config.AdoptAlone, whose check reads
 // the group's replayed state (adopt.go).
 //

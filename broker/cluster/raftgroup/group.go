@@ -47,6 +47,8 @@ type Group struct {
 
 	nudged atomic.Uint64 // a barrier appended since this index was committed (nudge)
 
+	down atomic.Pointer[error] // why raft is not running since a failed Reset (Down)
+
 	leaderMu      sync.Mutex
 	leaderChanged chan struct{} // closed and replaced at each leader change
 
@@ -162,6 +164,17 @@ func startRaft(cfg Config, t Timing, logger *slog.Logger) (*raft.Raft, bool, err
 
 // r is the group's raft (Reset replaces it).
 func (g *Group) r() *raft.Raft { return g.raft.Load() }
+
+// Down reports why the group is down on this node: a Reset that failed
+// and could not start raft again leaves it so (every call fails with
+// ErrClosed) until the node restarts, which opens the group afresh; nil
+// otherwise.
+func (g *Group) Down() error {
+	if err := g.down.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
 
 // Bootstrap makes a Fresh group a one-member cluster of this node (it
 // elects itself within an election timeout); others join with AddVoter.
@@ -357,6 +370,15 @@ func (g *Group) Close() error {
 func (g *Group) wait(ctx context.Context, start func() raft.Future) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	// A raft shut down may take an Apply into its batch channel and never
+	// answer it: fail at once (a group down since a failed Reset, or a
+	// call that raced a Reset or Close).
+	if g.r().State() == raft.Shutdown {
+		if down := g.Down(); down != nil {
+			return down
+		}
+		return fmt.Errorf("raftgroup %s: %w", g.id, ErrClosed)
 	}
 	f := start()
 	done := make(chan error, 1)

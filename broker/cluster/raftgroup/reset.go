@@ -28,7 +28,8 @@ var ErrNotAlone = errors.New("raftgroup: the group has other members")
 // raft starts again on whatever state is left (it replays it into the
 // FSM; Fresh reports whether nothing was left), and the error says so.
 // Only when raft cannot start again is the group down on this node (every
-// call fails with ErrClosed) and the error says the node must restart.
+// call fails with ErrClosed, Down reports it: a health check's answer) and
+// the error says the node must restart.
 func (g *Group) Reset(ctx context.Context, wipe func()) error {
 	g.resetMu.Lock()
 	defer g.resetMu.Unlock()
@@ -80,7 +81,9 @@ func (g *Group) restartAfterReset(cause error, wipe func()) error {
 	r, had, err := startRaft(g.cfg, g.timing, g.log)
 	if err != nil {
 		g.log.Error("raftgroup: reset failed and raft does not start again: the group is down on this node until it restarts", "reset_error", cause, "error", err)
-		return fmt.Errorf("raftgroup %s: reset: %v; raft does not start again (%v): %w (restart the node)", g.id, cause, err, ErrClosed)
+		down := fmt.Errorf("raftgroup %s: reset: %v; raft does not start again (%v): %w (restart the node)", g.id, cause, err, ErrClosed)
+		g.down.Store(&down)
+		return down
 	}
 	g.swapRaft(r, had)
 	g.log.Error("raftgroup: reset failed; raft started again on the state left", "error", cause, "fresh", !had)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/broker/brokertest/eventually"
+	"github.com/warrenmq/warren/broker/brokertest/tmpfs"
 	"github.com/warrenmq/warren/broker/cluster/logstore"
 	"github.com/warrenmq/warren/broker/cluster/transport"
 )
@@ -104,6 +105,9 @@ func TestResetFailureKeepsTheGroupWorking(t *testing.T) {
 	if lone.g.Fresh() {
 		t.Fatal("the group reports Fresh while its state is still there")
 	}
+	if err := lone.g.Down(); err != nil {
+		t.Fatalf("the group reports itself down while raft runs again: %v", err)
+	}
 	eventually.Succeeds(t, 10*time.Second, "a write after the failed reset", func() error {
 		_, _, err := lone.g.Apply(ctxT(t), []byte("c"))
 		return err
@@ -124,5 +128,43 @@ func TestResetFailureKeepsTheGroupWorking(t *testing.T) {
 	}
 	if m := ok.g.nudged.Load(); m != 0 {
 		t.Fatalf("nudge mark after a reset: %d, want 0 (the new log's writes would skip their nudge)", m)
+	}
+}
+
+// A reset on a disk gone read-only (the kernel remounts a filesystem so
+// after I/O errors) can neither remove the snapshots nor start raft again:
+// raft's snapshot store cannot write there. The group is then down on this
+// node until it restarts: the reset's error and Down say so (ErrClosed,
+// restart the node), and every call fails with ErrClosed. A group that
+// runs is not down, nor is one closed.
+func TestResetOnAReadOnlyDiskLeavesTheGroupDown(t *testing.T) {
+	c := &cluster{t: t, hub: transport.NewInmemHub()}
+	lone := &node{name: "n1", stores: logstore.NewInmem(), dir: tmpfs.Mount(t, 1<<20)}
+	c.open(lone, true)
+	waitLeader(t, lone.g)
+	if _, _, err := lone.g.Apply(ctxT(t), []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := lone.g.Down(); err != nil {
+		t.Fatalf("a running group reports itself down: %v", err)
+	}
+	tmpfs.ReadOnly(t, lone.dir)
+
+	err := lone.g.Reset(ctxT(t), lone.fsm.reset)
+	if !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "restart the node") {
+		t.Fatalf("reset on a read-only disk: %v, want ErrClosed saying to restart the node", err)
+	}
+	down := lone.g.Down()
+	if !errors.Is(down, ErrClosed) || !strings.Contains(down.Error(), "read-only file system") {
+		t.Fatalf("Down after the failed reset: %v, want ErrClosed with the cause", down)
+	}
+	if _, _, err := lone.g.Apply(ctxT(t), []byte("b")); !errors.Is(err, ErrClosed) {
+		t.Errorf("apply on the group that is down: %v, want ErrClosed", err)
+	}
+	if err := lone.g.Reset(ctxT(t), lone.fsm.reset); !errors.Is(err, ErrClosed) {
+		t.Errorf("a second reset: %v, want ErrClosed", err)
+	}
+	if err := lone.g.Close(); err != nil {
+		t.Errorf("close the group that is down: %v", err)
 	}
 }

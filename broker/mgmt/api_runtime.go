@@ -639,6 +639,9 @@ func (s *Server) healthAlarms(w http.ResponseWriter, r *http.Request, u caller) 
 }
 
 func (s *Server) healthVhosts(w http.ResponseWriter, r *http.Request, u caller) {
+	if writeFault(w, s.b.Fault()) {
+		return
+	}
 	var down []string
 	for _, v := range s.b.Meta().Vhosts() {
 		if _, ok := s.b.Vhost(v.Name); !ok {
@@ -667,8 +670,12 @@ func (s *Server) healthReady(w http.ResponseWriter, r *http.Request, u caller) {
 	s.readyz(w, r)
 }
 
-// readyz is the unauthenticated readiness probe: recovered, listening, no alarm.
+// readyz is the unauthenticated readiness probe: no fault, recovered,
+// listening, no alarm.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if writeFault(w, s.b.Fault()) {
+		return
+	}
 	if !s.b.Ready() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "failed", "reason": "node is starting"})
 		return
@@ -678,6 +685,26 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// healthz is the unauthenticated liveness probe: the process answers and
+// has no fault that only a restart clears (its metadata group down after a
+// failed reset), which a liveness probe's restart then clears.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	if writeFault(w, s.b.Fault()) {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// writeFault answers 503 with the node's fault, if it has one, and
+// reports whether it did.
+func writeFault(w http.ResponseWriter, fault error) bool {
+	if fault == nil {
+		return false
+	}
+	writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "failed", "error": "node_fault", "reason": fault.Error()})
+	return true
 }
 
 // aliveness declares a queue, publishes to it and reads the message back.

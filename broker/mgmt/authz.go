@@ -61,6 +61,9 @@ func (s *Server) handle(rt Route) {
 			writeError(w, http.StatusUnauthorized, "not_authorised", "User can only log in via localhost")
 			return
 		}
+		if err != nil && !errors.Is(err, errNoCredentials) && writeFault(w, s.b.Fault()) {
+			return // no user table to check the credentials against
+		}
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Basic realm="Warren Management"`)
 			writeError(w, http.StatusUnauthorized, "not_authorized", "Login failed")

@@ -52,6 +52,10 @@ type Broker interface {
 	Listeners() map[string]string
 	// Ready reports whether the node has recovered and listens.
 	Ready() bool
+	// Fault is what keeps the node from serving until it restarts, nil
+	// when nothing does (its metadata group down after a reset failed).
+	// Probes without credentials are shown its text.
+	Fault() error
 	Cluster
 }
 

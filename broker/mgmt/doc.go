@@ -16,6 +16,10 @@
 // included. Lists show the vhosts the caller has access to (all for an
 // administrator), and connections and channels are the caller's own unless
 // the route's Others tag is theirs. A refusal is 401 not_authorised.
+// A node with a fault only a restart clears (Broker.Fault: its metadata
+// down after a failed reset, so no user table) answers credentials it
+// cannot check with 503 and the fault's reason, not 401, and so do its
+// probes: /readyz, /healthz and the health checks.
 // Vhost names are URL path segments, so "/" is written %2F. Errors are
 // {"error": ..., "reason": ...}.
 //

@@ -188,8 +188,6 @@ func (s *Server) routes() {
 		s.handle(rt)
 	}
 	// Probes that kubelets run without credentials.
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 }

@@ -50,6 +50,15 @@ func (b *Broker) Join(ctx context.Context, addr string) error {
 		return b.resetForJoin(ctx)
 	})
 	if err != nil {
+		// A node whose metadata group did not start again after the reset
+		// has no users until it restarts: its clients would be refused
+		// their credentials (403), so its listeners stay closed (they
+		// retry elsewhere) and its health checks fail (Fault).
+		if b.Fault() != nil {
+			resume = func() {}
+			b.log.Error("cluster: the join failed and left this node without metadata until it restarts; its client listeners stay closed", "error", err)
+			return err
+		}
 		// A reset node that formed a cluster of its own again gets its
 		// defaults back (nothing happens when it has definitions); one
 		// whose join's outcome is unknown waits for the cluster's state

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/pprof"
 
@@ -112,6 +113,19 @@ func (b *Broker) Listeners() map[string]string {
 
 // Ready implements mgmt.Broker: recovered and listening.
 func (b *Broker) Ready() bool { return b.ready.Load() }
+
+// errMetadataDown is the node's fault while its metadata group is down
+// (the cause, which may name files, is in the log, not shown to probes).
+var errMetadataDown = errors.New("this node has no metadata until it restarts: a reset (warren ctl join) failed and its metadata Raft group could not start again; restart the node (its log says why the reset failed)")
+
+// Fault implements mgmt.Broker: the metadata group down after a reset
+// failed (raftgroup.Group.Down) until the node restarts; nil otherwise.
+func (b *Broker) Fault() error {
+	if b.cluster == nil || b.cluster.meta == nil || b.cluster.meta.Group().Down() == nil {
+		return nil
+	}
+	return errMetadataDown
+}
 
 // ClusterID implements mgmt.Broker.
 func (b *Broker) ClusterID() string { return b.clusterID }

@@ -51,3 +51,11 @@ func ReadOnly(t testing.TB, dir string) {
 		t.Fatalf("remount %s read-only: %v", dir, err)
 	}
 }
+
+// Writable remounts the tmpfs at dir read-write again (the disk repaired).
+func Writable(t testing.TB, dir string) {
+	t.Helper()
+	if err := syscall.Mount("", dir, "", syscall.MS_REMOUNT, ""); err != nil {
+		t.Fatalf("remount %s read-write: %v", dir, err)
+	}
+}

@@ -25,3 +25,9 @@ func ReadOnly(t testing.TB, dir string) {
 	t.Helper()
 	t.Skipf("a tmpfs is mounted only on Linux, not %s", runtime.GOOS)
 }
+
+// Writable is never reached: MountAt skipped the test.
+func Writable(t testing.TB, dir string) {
+	t.Helper()
+	t.Skipf("a tmpfs is mounted only on Linux, not %s", runtime.GOOS)
+}

@@ -17,13 +17,9 @@ func TestPublishInlineDeliversAndConfirmsBeforeReturning(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := open(t, t.TempDir(), Info{Name: "q", Durable: tt.durable}, nil, 100)
-			c := newConsumer(-1, false)
-			if err := f.q.Consume(context.Background(), c, ConsumeOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			c := consumeIdle(t, f.q)
 			conf := &confirms{ack: map[uint64]bool{}}
-			// The queue is idle once Consume has returned: the publish
-			// runs on this goroutine.
+			// The queue is idle: the publish runs on this goroutine.
 			f.q.PublishInline([]Publish{{Msg: f.msg("a", false), Confirm: conf, Tag: 7}}, nil)
 			c.mu.Lock()
 			got := len(c.got)
@@ -45,10 +41,7 @@ func TestPublishInlineDeliversAndConfirmsBeforeReturning(t *testing.T) {
 // the message is in the queue, before it is delivered.
 func TestPublishInlineCallsEnqueuedBetweenEnqueueAndDelivery(t *testing.T) {
 	f := open(t, t.TempDir(), Info{Name: "q", Durable: true}, nil, 100)
-	c := newConsumer(-1, false)
-	if err := f.q.Consume(context.Background(), c, ConsumeOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c := consumeIdle(t, f.q)
 	calls, deliveredBefore := 0, -1
 	f.q.PublishInline([]Publish{{Msg: f.msg("a", false)}}, func() {
 		calls++
@@ -126,4 +119,27 @@ func TestPublishInlineKeepsOrderWithPublish(t *testing.T) {
 			}
 		})
 	}
+}
+
+// consumeIdle adds a consumer to q and returns once q is idle, so that a
+// PublishInline made next runs its turn on the caller's goroutine.
+// Consume's answer is sent during the queue's turn, which goes on
+// (delivering, refilling, publishing its stats) holding turnMu: a
+// PublishInline made at once may find that turn under way and hand its
+// message to the queue's goroutine, as documented. Nothing else is posted
+// to q, so once that turn has ended the queue's goroutine waits.
+func consumeIdle(t *testing.T, q *Classic) *testConsumer {
+	t.Helper()
+	c := newConsumer(-1, false)
+	if err := q.Consume(context.Background(), c, ConsumeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	q.turnMu.Lock() // Consume's turn has ended
+	defer q.turnMu.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.inbox) != 0 {
+		t.Fatalf("%d commands posted to the queue besides the consume", len(q.inbox))
+	}
+	return c
 }

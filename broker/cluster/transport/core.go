@@ -75,35 +75,39 @@ func (c *core) openGroup(id string) *group {
 	return c.groups[id]
 }
 
-// callHandler is a method's handler: a Handler, or a Starter whose calls
-// start in the order their sender sent them.
+// callHandler is a method's handler: a Handler, a Starter whose calls
+// start in the order their sender sent them, or an inline Handler whose
+// calls run, in that order, where they are read (HandleInline).
 type callHandler struct {
-	h Handler
-	s Starter
+	h      Handler
+	s      Starter
+	inline Handler
 }
+
+func (h callHandler) none() bool { return h.h == nil && h.s == nil && h.inline == nil }
 
 func (c *core) handle(method string, h callHandler) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if h.h == nil && h.s == nil {
+	if h.none() {
 		delete(c.handlers, method)
 		return
 	}
 	c.handlers[method] = h
 }
 
-// handler is method's handler; ordered says its calls start in order.
-func (c *core) handler(method string) (h callHandler, ordered bool, err error) {
+// handler is method's handler.
+func (c *core) handler(method string) (callHandler, error) {
 	c.mu.Lock()
 	h, closed := c.handlers[method], c.closed
 	c.mu.Unlock()
 	if closed {
-		return h, false, unavailable(c.node, errClosed)
+		return h, unavailable(c.node, errClosed)
 	}
-	if h.h == nil && h.s == nil {
-		return h, false, status.Errorf(codes.Unimplemented, "node %q has no handler for %q", c.node, method)
+	if h.none() {
+		return h, status.Errorf(codes.Unimplemented, "node %q has no handler for %q", c.node, method)
 	}
-	return h, h.s != nil, nil
+	return h, nil
 }
 
 // serveRaft delivers one Raft RPC that arrived to its group and waits for
@@ -136,12 +140,17 @@ func (c *core) serveCall(ctx context.Context, from, method string, req []byte) (
 	return wait()
 }
 
-// startCall starts a call from node from: an ordered handler's start runs
-// here, a plain handler runs in wait. Errors come back as status errors.
+// startCall starts a call from node from: an ordered handler's start and
+// an inline handler run here, a plain handler runs in wait. Errors come
+// back as status errors.
 func (c *core) startCall(ctx context.Context, from, method string, req []byte) (func() ([]byte, error), error) {
-	h, _, err := c.handler(method)
+	h, err := c.handler(method)
 	if err != nil {
 		return nil, err
+	}
+	if h.inline != nil {
+		resp, err := h.inline(ctx, from, req)
+		return func() ([]byte, error) { return resp, asStatus(err) }, nil
 	}
 	if h.s == nil {
 		return func() ([]byte, error) {

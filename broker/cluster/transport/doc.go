@@ -48,9 +48,11 @@
 // they came, and runs everything else concurrently, except the calls of a
 // method registered with HandleOrdered: their starts run on the stream's
 // reader in the order they came (their waits concurrently), so requests a
-// node Sends one after another start in that order on the peer. A Send's
-// answer is handed to its done on the caller's stream reader: no goroutine
-// waits for it.
+// node Sends one after another start in that order on the peer; those of a
+// method registered with HandleInline run to their answer there, in the
+// order they came, with no goroutine started for them (handlers that
+// never block). A Send's answer is handed to its done on the caller's
+// stream reader: no goroutine waits for it.
 //
 // Framing and batching. A stream's sender has a queue and one writer: the
 // writer takes everything queued and sends it as one Frame (a repeated
@@ -58,7 +60,13 @@
 // what is queued while it sends goes in the next frame. Under load, the
 // heartbeats or appends of many groups share a frame (BenchmarkGRPC: about
 // 100 messages a frame with 1,000 groups at once, one with a single group).
-// A queue holding 4 MiB makes senders wait (a bigger message goes in alone).
+// A queue holding 4 MiB makes senders wait (a bigger message goes in alone),
+// except a request whose context is marked Immediate and an inline
+// handler's answer: their senders must not block (a done callback, a
+// queue's loop) and bound what they have in flight themselves. gRPC reads
+// and encodes messages into buffers of the Network's own pool (bufpool.go:
+// powers of two up to 4 MiB, not cleared at each use as gRPC's default
+// pool's are).
 //
 // Security. Every call and stream carries the join secret in its metadata;
 // the receiver compares it in constant time and refuses a peer without it

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -81,6 +82,7 @@ type GRPCNetwork struct {
 	stats counters
 	watch watchers
 	heard *heard
+	bufs  *bufPool // gRPC's buffers, both ways (bufpool.go)
 
 	secret      [sha256.Size]byte
 	maxMsg      int
@@ -132,6 +134,7 @@ func NewGRPC(cfg Config) (*GRPCNetwork, error) {
 		log: cfg.Logger.With("component", "cluster-transport"), cfg: cfg, ln: ln,
 		secret: sha256.Sum256([]byte(cfg.Secret)), maxMsg: cfg.MaxMessageBytes, maxSnapshot: 1 << 40,
 		ctx: ctx, cancel: cancel, addrs: map[string]string{}, peers: map[string]*peerConn{}, heard: newHeard(),
+		bufs: &bufPool{},
 	}
 	n.core = newCore(cfg.Node, n, cfg.RPCTimeout)
 	opts := []grpc.ServerOption{
@@ -141,6 +144,7 @@ func NewGRPC(cfg Config) (*GRPCNetwork, error) {
 		grpc.StreamInterceptor(n.authStream),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveInterval, Timeout: cfg.KeepaliveInterval}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveInterval / 2, PermitWithoutStream: true}),
+		experimental.BufferPool(n.bufs),
 	}
 	if cfg.TLS != nil {
 		srvTLS := cfg.TLS.Clone()
@@ -175,6 +179,12 @@ func (n *GRPCNetwork) Handle(method string, h Handler) { n.core.handle(method, c
 // its data stream start in the order they came.
 func (n *GRPCNetwork) HandleOrdered(method string, s Starter) {
 	n.core.handle(method, callHandler{s: s})
+}
+
+// HandleInline implements Network: the calls of method a peer sends on
+// its data stream run on the stream's reader, in the order they came.
+func (n *GRPCNetwork) HandleInline(method string, h Handler) {
+	n.core.handle(method, callHandler{inline: h})
 }
 
 // Watch reports a peer up when its connection is ready, and down when it

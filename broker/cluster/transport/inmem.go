@@ -215,6 +215,13 @@ func (n *inmemNetwork) HandleOrdered(method string, s Starter) {
 	n.core.handle(method, callHandler{s: s})
 }
 
+// HandleInline implements Network: a Sent call's handler runs where the
+// link's queue starts it, in the order Sent (its answer goes back on a
+// goroutine, as any answer does over the twin).
+func (n *inmemNetwork) HandleInline(method string, h Handler) {
+	n.core.handle(method, callHandler{inline: h})
+}
+
 func (n *inmemNetwork) Close() error {
 	n.once.Do(func() {
 		n.core.close()

@@ -59,16 +59,18 @@ func newLink(ctx context.Context, s frameStream, stats *counters, limit int) *li
 	return l
 }
 
-// put queues m for the peer, waiting while the queue holds limit bytes.
+// put queues m for the peer, waiting while the queue holds limit bytes
+// (not when ctx is marked Immediate).
 func (l *link) put(ctx context.Context, m *pb.Message) error {
 	size := proto.Size(m)
+	now := immediate(ctx)
 	for {
 		l.mu.Lock()
 		if err := l.ctx.Err(); err != nil {
 			l.mu.Unlock()
 			return errLinkClosed
 		}
-		if l.bytes == 0 || l.bytes+size <= l.limit {
+		if now || l.bytes == 0 || l.bytes+size <= l.limit {
 			l.msgs = append(l.msgs, m)
 			l.sizes = append(l.sizes, size)
 			l.bytes += size

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/resolver"
 )
@@ -70,6 +71,7 @@ func (n *GRPCNetwork) dialOptions(authority string) []grpc.DialOption {
 		}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: n.cfg.KeepaliveInterval, Timeout: n.cfg.KeepaliveInterval, PermitWithoutStream: true}),
 		grpc.WithIdleTimeout(0), // never idle: the failure signal needs a live connection
+		experimental.WithBufferPool(n.bufs),
 	}
 }
 

@@ -164,3 +164,92 @@ func hubOf(n Network) (*InmemHub, bool) {
 	}
 	return in.hub, true
 }
+
+// Calls to an inline handler (HandleInline) run in the order Sent and
+// are answered with what it returns, its errors as their status, on both
+// fabrics and to the node itself; a done may Send again (Immediate), so
+// a chain of calls each made from the last one's answer runs to its end.
+func TestInlineHandlerRunsInOrder(t *testing.T) {
+	const n = 300
+	for _, fb := range fabrics {
+		t.Run(fb.name, func(t *testing.T) {
+			f := fb.make(t, 2)
+			a, b := f.nets[0], f.nets[1]
+			for _, target := range []Network{b, a} {
+				var mu sync.Mutex
+				var ran []int
+				target.HandleInline("inl", func(_ context.Context, from string, req []byte) ([]byte, error) {
+					i, err := strconv.Atoi(string(req))
+					if err != nil {
+						return nil, status.Error(codes.InvalidArgument, err.Error())
+					}
+					mu.Lock()
+					ran = append(ran, i)
+					mu.Unlock()
+					if i%7 == 3 {
+						return nil, status.Errorf(codes.FailedPrecondition, "refused %d", i)
+					}
+					return fmt.Appendf(nil, "%d from %s", i, from), nil
+				})
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				answers := make([]answerCh, n)
+				for i := range n {
+					answers[i] = make(answerCh, 1)
+					if err := a.Send(Immediate(ctx), target.Node(), "inl", []byte(strconv.Itoa(i)), answers[i].put); err != nil {
+						t.Fatalf("send %d to %s: %v", i, target.Node(), err)
+					}
+				}
+				for i, ch := range answers {
+					r := <-ch
+					want := fmt.Sprintf("%d from %s", i, a.Node())
+					switch {
+					case i%7 == 3 && status.Code(r.err) != codes.FailedPrecondition:
+						t.Fatalf("call %d to %s: %v, want FailedPrecondition", i, target.Node(), r.err)
+					case i%7 != 3 && (r.err != nil || string(r.resp) != want):
+						t.Fatalf("call %d to %s answered %q, %v; want %q", i, target.Node(), r.resp, r.err, want)
+					}
+				}
+				mu.Lock()
+				got := slices.Clone(ran)
+				ran = nil
+				mu.Unlock()
+				want := make([]int, n)
+				for i := range want {
+					want[i] = i
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("to %s: ran in the order %v", target.Node(), got)
+				}
+
+				// A chain: each call Sent from the previous one's done.
+				finished := make(chan error, 1)
+				var next func(i int)
+				next = func(i int) {
+					if i == n {
+						finished <- nil
+						return
+					}
+					err := a.Send(Immediate(ctx), target.Node(), "inl", []byte(strconv.Itoa(i)), func(_ []byte, err error) {
+						if err != nil && i%7 != 3 {
+							finished <- fmt.Errorf("call %d: %w", i, err)
+							return
+						}
+						next(i + 1)
+					})
+					if err != nil {
+						finished <- err
+					}
+				}
+				next(0)
+				if err := <-finished; err != nil {
+					t.Fatalf("a chain of Sends from done to %s: %v", target.Node(), err)
+				}
+				// A Call reaches an inline handler too.
+				if resp, err := a.Call(ctx, target.Node(), "inl", []byte("8")); err != nil || string(resp) != "8 from "+a.Node() {
+					t.Fatalf("call to %s: %q, %v", target.Node(), resp, err)
+				}
+				cancel()
+			}
+		})
+	}
+}

@@ -134,7 +134,19 @@ func (s *serverLink) dispatch(m *pb.Message) error {
 		}
 		method, payload := b.Call.GetMethod(), b.Call.GetPayload()
 		order := ""
-		if _, ordered, _ := s.n.core.handler(method); ordered {
+		switch h, _ := s.n.core.handler(method); {
+		case h.inline != nil:
+			// Run here and answered at once: nothing waits for it, so
+			// neither does the answer wait for room (the requests read
+			// bound the answers).
+			resp, err := h.inline(s.ctx, s.from, payload)
+			var out *pb.Message
+			if err == nil {
+				out = &pb.Message{Body: &pb.Message_CallResp{CallResp: &pb.CallResponse{Payload: resp}}}
+			}
+			s.answerCtx(Immediate(s.ctx), m.GetId(), out, err)
+			return nil
+		case h.s != nil:
 			order = inline // started here, so in the order they came
 		}
 		return s.run(m, func(ctx context.Context) (func() (*pb.Message, error), error) {
@@ -317,6 +329,11 @@ func (s *serverLink) requestContext(m *pb.Message) (context.Context, context.Can
 
 // answer sends the answer (or error status) of request id.
 func (s *serverLink) answer(id uint64, resp *pb.Message, err error) {
+	s.answerCtx(s.ctx, id, resp, err)
+}
+
+// answerCtx is answer whose wait for room in the queue ctx bounds.
+func (s *serverLink) answerCtx(ctx context.Context, id uint64, resp *pb.Message, err error) {
 	if err == nil && proto.Size(resp) > s.n.maxMsg {
 		err = status.Errorf(codes.ResourceExhausted, "answer of %d bytes (limit %d)", proto.Size(resp), s.n.maxMsg)
 	}
@@ -325,7 +342,7 @@ func (s *serverLink) answer(id uint64, resp *pb.Message, err error) {
 		resp = &pb.Message{Body: &pb.Message_Error{Error: &pb.Status{Code: int32(st.Code()), Message: st.Message()}}}
 	}
 	resp.Id = id
-	if perr := s.put(s.ctx, resp); perr != nil && s.ctx.Err() == nil {
+	if perr := s.put(ctx, resp); perr != nil && s.ctx.Err() == nil {
 		s.n.log.Warn("cluster: answer not sent", "peer", s.from, "error", perr)
 	}
 }

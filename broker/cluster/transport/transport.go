@@ -58,6 +58,13 @@ type Network interface {
 	// concurrently. A start must not block: it runs on the goroutine that
 	// reads the peer's data stream, holding up all it sends there.
 	HandleOrdered(method string, s Starter)
+	// HandleInline registers h for method (replacing any earlier
+	// handler): the calls of method from one node run one at a time, in
+	// the order that node Sent them, on the goroutine that reads the
+	// peer's data stream, and are answered at once, with no goroutine
+	// started for them. h must not block: it holds up all the peer sends
+	// there (Raft appends included). ctx ends with the peer's stream.
+	HandleInline(method string, h Handler)
 	// Watch calls fn whenever this node's view of a peer changes: up false
 	// when the peer became unreachable (its connection broke or was
 	// refused, it closed), true when it is reachable again. It is the
@@ -68,6 +75,23 @@ type Network interface {
 	// Close closes every group transport and connection; calls in flight
 	// fail with codes.Unavailable.
 	Close() error
+}
+
+// Immediate marks ctx for a Send (or Call) that never waits for room in
+// the stream's queue: the request is queued past the limit the Network
+// otherwise holds senders at. It is for callers that bound their calls in
+// flight themselves and must not block: a done callback (on a stream's
+// reader), a handler registered with HandleInline, a queue's loop.
+func Immediate(ctx context.Context) context.Context {
+	return context.WithValue(ctx, immediateKey{}, true)
+}
+
+type immediateKey struct{}
+
+// immediate reports whether ctx was marked by Immediate.
+func immediate(ctx context.Context) bool {
+	v, _ := ctx.Value(immediateKey{}).(bool)
+	return v
 }
 
 // GroupTransport is one Raft group's view of the Network.

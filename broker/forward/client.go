@@ -89,7 +89,10 @@ func NewClient(cfg Config) *Client {
 	}
 	cl := &Client{cfg: cfg, log: cfg.Log.With("subsystem", "forward"), nodes: map[string]*sender{}, subs: map[uint64]*sub{}, byConsumer: map[queue.Consumer]*sub{}}
 	cl.ctx, cl.cancel = context.WithCancel(context.Background())
-	cfg.Network.Handle(methodDeliver, cl.handleDeliver)
+	// Deliveries are handed to the consumer where they are read, in the
+	// order sent: handleDeliver never blocks (a consumer refuses what it
+	// cannot take now).
+	cfg.Network.HandleInline(methodDeliver, cl.handleDeliver)
 	cfg.Network.Handle(methodCancelled, cl.handleCancelled)
 	cl.unwatch = cfg.Network.Watch(cl.peerChanged)
 	return cl

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/warrenmq/warren/broker/cluster/transport"
 	"github.com/warrenmq/warren/broker/queue"
 )
 
@@ -32,6 +34,34 @@ func window(prefetch uint32) int {
 	return int(min(prefetch, 1<<20))
 }
 
+// readAheadMinPrefetch is the least prefetch for which the owner reads
+// ahead for a consumer that acks (readAhead).
+const readAheadMinPrefetch = 50
+
+// readAhead is how many deliveries beyond its prefetch the owner sends a
+// consumer that acks: its node holds them until the client's prefetch
+// lets them through (the channel refuses past it; an ack there wakes the
+// sub), so the client's next deliveries are on its node when it acks, not
+// a round trip through the owner away (consuming a backlog with prefetch
+// 100 through another node: 68k -> 77k msg/s, the owner's client 113k,
+// on a 2-core machine running all three nodes). It is the prefetch again, from
+// readAheadMinPrefetch up: a small prefetch asks for fair dispatch among
+// consumers (prefetch 1: a worker gets its next message only once it
+// acked the last), which messages held for one consumer on its node would
+// break; a large one trades that for throughput already. The queue counts
+// the read-ahead unacked; what the client never got goes back to the
+// queue (marked redelivered, as AMQP allows) when the consumer goes.
+func readAhead(prefetch uint32) int {
+	if prefetch < readAheadMinPrefetch {
+		return 0
+	}
+	return window(prefetch)
+}
+
+// maxSpareRequest bounds the capacity of a deliver request buffer kept
+// for the next call (a batch of large messages allocates its own).
+const maxSpareRequest = 256 << 10
+
 // maxDeliverCalls is the deliver calls in flight per consumer: the owner
 // sends the next batch while earlier ones are on their way, and the
 // consumer's node hands the batches over in their order.
@@ -52,8 +82,13 @@ type remoteConsumer struct {
 	noAck  bool
 	window int
 
-	mu        sync.Mutex
-	buf       []queue.Delivery
+	mu  sync.Mutex
+	buf []queue.Delivery
+	// spareBufs and spareReqs are the batches and request buffers of
+	// answered deliver calls, for the next ones (at most maxDeliverCalls
+	// each): a consumer's calls allocate nothing for them once under way.
+	spareBufs [][]queue.Delivery
+	spareReqs [][]byte
 	unsettled map[uint64]struct{} // delivered, not acked (ack mode)
 	sent      uint64              // deliveries put in deliver calls (automatic acks)
 	handed    uint64              // of those, handed to the client, as its node last said
@@ -94,14 +129,35 @@ func (rc *remoteConsumer) Deliver(d queue.Delivery) bool {
 
 func (rc *remoteConsumer) Flush() {
 	rc.mu.Lock()
-	if rc.calls >= maxDeliverCalls || len(rc.buf) == 0 || rc.gone {
-		rc.mu.Unlock()
-		return
-	}
-	batch, n := rc.take()
-	rc.calls++
+	rc.sendLocked()
 	rc.mu.Unlock()
-	go rc.send(batch, n)
+}
+
+// sendLocked sends what is buffered while fewer than maxDeliverCalls
+// calls are under way (a gone consumer's only while it drains). The
+// calls are Sent under rc.mu, so they leave in the order of their
+// numbers; Sent Immediate, as the queue's loop or the transport's reader
+// calls this: they never wait for room on the link (a consumer's calls
+// in flight are bounded here). rc.mu held.
+func (rc *remoteConsumer) sendLocked() {
+	for rc.calls < maxDeliverCalls && len(rc.buf) > 0 && (!rc.gone || rc.draining) {
+		batch, n := rc.take()
+		rc.calls++
+		var req []byte
+		if k := len(rc.spareReqs); k > 0 {
+			req, rc.spareReqs = rc.spareReqs[k-1][:0], rc.spareReqs[:k-1]
+		}
+		req = appendDeliveries(slices.Grow(req, deliveriesSize(batch)), rc.key.id, n, batch)
+		ctx, cancel := context.WithTimeout(context.Background(), rc.h.callTimeout)
+		err := rc.h.nw.Send(transport.Immediate(ctx), rc.key.from, methodDeliver, req, func(ans []byte, err error) {
+			cancel()
+			rc.answered(batch, req, ans, err)
+		})
+		if err != nil {
+			cancel()
+			go rc.answered(batch, nil, nil, err) // it takes rc.mu
+		}
+	}
 }
 
 // take returns the buffered deliveries as the next deliver call's batch.
@@ -109,6 +165,9 @@ func (rc *remoteConsumer) Flush() {
 func (rc *remoteConsumer) take() ([]queue.Delivery, uint64) {
 	batch, n := rc.buf, rc.batch
 	rc.buf = nil
+	if k := len(rc.spareBufs); k > 0 {
+		rc.buf, rc.spareBufs = rc.spareBufs[k-1], rc.spareBufs[:k-1]
+	}
 	rc.batch++
 	if rc.noAck {
 		rc.sent += uint64(len(batch))
@@ -138,65 +197,72 @@ func (rc *remoteConsumer) credit(handed uint64) {
 	}
 }
 
-// send delivers batches to the consumer's node until none is left: its
-// own, then whatever queued up meanwhile.
-func (rc *remoteConsumer) send(batch []queue.Delivery, n uint64) {
-	for {
-		req := appendDeliveries(make([]byte, 0, deliveriesSize(batch)), rc.key.id, n, batch)
-		ctx, cancel := context.WithTimeout(context.Background(), rc.h.callTimeout)
-		ans, err := rc.h.nw.Call(ctx, rc.key.from, methodDeliver, req)
-		cancel()
-		if err != nil {
-			rc.mu.Lock()
-			rc.callDone()
-			rc.mu.Unlock()
-			if status.Code(err) == codes.NotFound {
-				// The consumer was cancelled on its node while this batch
-				// was on its way: only this batch goes back. What the
-				// client got before stays its own until it settles it
-				// (AMQP keeps a cancelled consumer's unacked messages).
-				rc.mu.Lock()
-				seqs := make([]uint64, 0, len(batch))
-				for _, d := range batch {
-					if _, ok := rc.unsettled[d.Seq]; ok {
-						delete(rc.unsettled, d.Seq)
-						seqs = append(seqs, d.Seq)
-					}
-				}
-				rc.mu.Unlock()
-				rc.h.dropConsumer(rc, false)
-				if len(seqs) > 0 {
-					rc.q.Requeue(seqs)
-				}
-				return
-			}
-			rc.mu.Lock()
-			first := !rc.gone // the other calls in flight fail the same way
-			rc.mu.Unlock()
-			rc.h.dropConsumer(rc, true)
-			if first {
-				rc.h.log.Warn("forward: delivering to a consumer on another node failed; cancelling it and requeueing its messages", "node", rc.key.from, "err", err)
-				rc.tellCancelled()
-			}
-			return
-		}
-		if rc.noAck {
-			rc.credit(decodeHanded(ans))
-		}
+// answered handles a deliver call's answer, on the transport's reader:
+// the client's credit (automatic acks), then the next batch. A call that
+// failed is handled on a goroutine of its own (it cancels the consumer).
+func (rc *remoteConsumer) answered(batch []queue.Delivery, req, ans []byte, err error) {
+	if err != nil {
+		go rc.failed(batch, err)
+		return
+	}
+	if rc.noAck {
+		rc.credit(decodeHanded(ans))
+	}
+	rc.mu.Lock()
+	// The request was sent in full (the peer answered it) and the batch's
+	// deliveries are the queue's again (unacked there): both serve the
+	// next calls.
+	if len(rc.spareBufs) < maxDeliverCalls {
+		clear(batch)
+		rc.spareBufs = append(rc.spareBufs, batch[:0])
+	}
+	if len(rc.spareReqs) < maxDeliverCalls && cap(req) <= maxSpareRequest {
+		rc.spareReqs = append(rc.spareReqs, req)
+	}
+	rc.calls--
+	rc.sendLocked()
+	rc.callDone()
+	rc.mu.Unlock()
+}
+
+// failed handles a deliver call that failed.
+func (rc *remoteConsumer) failed(batch []queue.Delivery, err error) {
+	rc.mu.Lock()
+	rc.calls--
+	rc.callDone()
+	rc.mu.Unlock()
+	if status.Code(err) == codes.NotFound {
+		// The consumer was cancelled on its node while this batch was on
+		// its way: only this batch goes back. What the client got before
+		// stays its own until it settles it (AMQP keeps a cancelled
+		// consumer's unacked messages).
 		rc.mu.Lock()
-		if len(rc.buf) == 0 || rc.gone && !rc.draining {
-			rc.callDone()
-			rc.mu.Unlock()
-			return
+		seqs := make([]uint64, 0, len(batch))
+		for _, d := range batch {
+			if _, ok := rc.unsettled[d.Seq]; ok {
+				delete(rc.unsettled, d.Seq)
+				seqs = append(seqs, d.Seq)
+			}
 		}
-		batch, n = rc.take()
 		rc.mu.Unlock()
+		rc.h.dropConsumer(rc, false)
+		if len(seqs) > 0 {
+			rc.q.Requeue(seqs)
+		}
+		return
+	}
+	rc.mu.Lock()
+	first := !rc.gone // the other calls in flight fail the same way
+	rc.mu.Unlock()
+	rc.h.dropConsumer(rc, true)
+	if first {
+		rc.h.log.Warn("forward: delivering to a consumer on another node failed; cancelling it and requeueing its messages", "node", rc.key.from, "err", err)
+		rc.tellCancelled()
 	}
 }
 
-// callDone counts a deliver call out. rc.mu held.
+// callDone closes drained once no deliver call is under way. rc.mu held.
 func (rc *remoteConsumer) callDone() {
-	rc.calls--
 	if rc.calls == 0 && rc.drained != nil {
 		close(rc.drained)
 		rc.drained = nil
@@ -217,11 +283,7 @@ func (h *handlers) drain(ctx context.Context, rc *remoteConsumer) {
 		rc.q.Cancel(rc) // Deliver refuses from now on
 	}
 	rc.mu.Lock()
-	if rc.calls == 0 && len(rc.buf) > 0 {
-		batch, n := rc.take()
-		rc.calls++
-		go rc.send(batch, n)
-	}
+	rc.sendLocked()
 	var wait chan struct{}
 	if rc.calls > 0 {
 		if rc.drained == nil {
@@ -373,7 +435,12 @@ func (h *handlers) consume(ctx context.Context, from string, req []byte) ([]byte
 	if d.err != nil {
 		return nil, badRequest(d.err)
 	}
-	rc := &remoteConsumer{h: h, key: consumerKey{from, id}, q: q, noAck: flags&1 != 0, window: window(ackWindowPrefetch(flags&1 != 0, int(min(prefetch, 1<<31-1)))), unsettled: map[uint64]struct{}{}}
+	noAck := flags&1 != 0
+	w := window(ackWindowPrefetch(noAck, int(min(prefetch, 1<<31-1))))
+	if !noAck {
+		w += readAhead(prefetch)
+	}
+	rc := &remoteConsumer{h: h, key: consumerKey{from, id}, q: q, noAck: noAck, window: w, unsettled: map[uint64]struct{}{}}
 	h.cons.mu.Lock()
 	if _, dup := h.cons.m[rc.key]; dup {
 		h.cons.mu.Unlock()

@@ -38,14 +38,20 @@
 // basic.get, purge and delete (the owner's vhost applies if-unused and
 // if-empty). A delivery's settlement (Ack, Requeue, Reject on the proxy)
 // goes to the owner's queue with the owner's sequence numbers, without
-// waiting.
+// waiting: Sent from the settling goroutine (settle.go) and applied on
+// the owner where the transport reads it (HandleInline), no goroutine
+// started on either side.
 //
 // Consumers (consume.go): the proxy's Consume registers a consumer on the
 // owner that sends its deliveries back in batches ("forward.deliver", up
-// to maxDeliverCalls numbered calls in flight per consumer; the
-// consumer's node hands the batches over in their order). The owner keeps
-// at most the consumer's prefetch (or defaultWindow) unsettled, and a
-// settlement gives the credit back; with automatic acks, at most
+// to maxDeliverCalls numbered calls in flight per consumer, Sent from the
+// queue's loop or from the last call's answer; the consumer's node hands
+// each batch to its client where the transport reads it, in their
+// order). The owner keeps at most the consumer's prefetch (or
+// defaultWindow) unsettled, plus, from a prefetch of readAheadMinPrefetch
+// up, as much again read ahead (held on the consumer's node until the
+// client's prefetch lets it through), and a settlement gives the credit
+// back; with automatic acks, at most
 // defaultWindow its node has not handed to the client yet, and that node
 // gives the credit back as the client's socket takes them (in a deliver
 // call's answer, or with "forward.credit"), so a client that does not
@@ -77,12 +83,20 @@
 //
 // Concurrency: every exported method is safe for concurrent use. A
 // proxy's Publish never blocks (it appends to its sender's queue under a
-// mutex taken briefly); a publish call's confirms are called where the
-// transport reads its answer (transport.Network.Send's done).
+// mutex taken briefly); a publish call's confirms, a deliver call's and a
+// settle call's answers are handled where the transport reads them
+// (transport.Network.Send's done), and the deliveries and settlements
+// that arrive are handled where they are read (HandleInline): none of
+// them blocks, and the Sends made there and from a queue's loop are
+// transport.Immediate (they never wait for room on the link; the calls
+// in flight are bounded here: maxDeliverCalls a consumer,
+// maxSettleCalls a proxy).
 // Lock order: sender.mu before Client.mu (a sender starts its goroutines
-// through the Client), and so is sub.mu (a sub starts its credit call
-// under it). heldPublishes.mu, a remoteConsumer's mu and a proxy's
-// settler.mu are leaves:
-// the queue is woken, and calls started, after they are released.
+// through the Client), and so are sub.mu (a sub starts its credit call
+// under it) and settler.mu (a settle call is counted under it). A
+// remoteConsumer's mu and settler.mu are held while their calls are Sent
+// (so they leave in order): the transport's locks come after them.
+// heldPublishes.mu is a leaf; the queue is woken after a remoteConsumer's
+// mu is released.
 // The single-node path never reaches this package.
 package forward

@@ -42,7 +42,9 @@ func Serve(nw transport.Network, l Local, toStatus func(error) error, log *slog.
 	nw.HandleOrdered(methodPublish, versionedStart(methodPublish, h.publish))
 	nw.Handle(methodStats, versioned(methodStats, h.stats))
 	nw.Handle(methodGet, versioned(methodGet, h.get))
-	nw.Handle(methodSettle, versioned(methodSettle, h.settle))
+	// Settlements are applied where they are read, in the order sent
+	// (settle never blocks: a queue's Ack and Requeue queue a command).
+	nw.HandleInline(methodSettle, versioned(methodSettle, h.settle))
 	nw.Handle(methodPurge, versioned(methodPurge, h.purge))
 	nw.Handle(methodDelete, versioned(methodDelete, h.delete))
 	nw.Handle(methodConsume, versioned(methodConsume, h.consume))
@@ -220,12 +222,18 @@ func (h *handlers) get(ctx context.Context, from string, req []byte) ([]byte, er
 	return appendDelivery(nil, dl, ok), nil
 }
 
+// settle applies a settle call's runs, in order, where the transport
+// reads it (HandleInline): it never waits. A queue that is not ready to
+// be found without waiting (its open under way, the node's vhosts being
+// changed: it cannot hold this node's deliveries yet) has its runs
+// applied by a goroutine that waits for it.
 func (h *handlers) settle(_ context.Context, from string, req []byte) ([]byte, error) {
-	q, d, err := h.queue(req)
+	vh, name, d, err := decodeQueueRef(req)
 	if err != nil {
-		return nil, err
+		return nil, badRequest(err)
 	}
 	// One or more runs of (op, seqs), applied in order.
+	var runs []settleOp
 	for first := true; first || len(d.b) > 0; first = false {
 		op, seqs := d.seqs()
 		if d.err != nil {
@@ -234,8 +242,34 @@ func (h *handlers) settle(_ context.Context, from string, req []byte) ([]byte, e
 		if op != settleAck && op != settleRequeue && op != settleReject {
 			return nil, badRequest(fmt.Errorf("%w: settle op %d", errMalformed, op))
 		}
-		h.settleRun(from, q, op, seqs)
+		runs = append(runs, settleOp{op: op, seqs: seqs})
 	}
+	apply := func(q queue.Queue) {
+		for _, r := range runs {
+			h.settleRun(from, q, r.op, r.seqs)
+		}
+	}
+	var q queue.Queue
+	if h.now != nil {
+		var ready bool
+		q, ready, err = h.now.LocalQueueNow(vh, name)
+		if !ready {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), h.callTimeout)
+				defer cancel()
+				if q, err := h.now.LocalQueueWait(ctx, vh, name); err == nil {
+					apply(q)
+				}
+			}()
+			return nil, nil
+		}
+	} else {
+		q, err = h.l.LocalQueue(vh, name)
+	}
+	if err != nil {
+		return nil, h.toStatus(err)
+	}
+	apply(q)
 	return nil, nil
 }
 

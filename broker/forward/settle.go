@@ -3,6 +3,8 @@ package forward
 import (
 	"context"
 	"sync"
+
+	"github.com/warrenmq/warren/broker/cluster/transport"
 )
 
 const (
@@ -15,11 +17,15 @@ const (
 // without waiting, at most maxSettleCalls calls in flight per proxy queue:
 // what is settled while they are under way queues up and goes with the
 // next call, in order, as one request of several (op, seqs) runs
-// ("forward.settle", settleVersion). A get, purge, delete or stats call
-// through the proxy waits for the settlements queued or under way, so it
-// sees a requeue made before it (as on one node).
+// ("forward.settle", settleVersion). The calls are Sent (Immediate: the
+// settling goroutine, a client's reader, never waits on the link; the
+// calls in flight are bounded here) under the settler's lock, so they
+// leave in order; the owner applies them where it reads them. A get,
+// purge, delete or stats call through the proxy waits for the
+// settlements queued or under way, so it sees a requeue made before it
+// (as on one node).
 const (
-	maxSettleCalls = 2
+	maxSettleCalls = 4
 	// maxSettleSeqs bounds the seqs of one call (8 bytes each).
 	maxSettleSeqs = 1 << 16
 )
@@ -38,15 +44,16 @@ type settler struct {
 	done   chan struct{} // closed when nothing is queued or in flight; nil then
 }
 
-// settle queues a settlement and starts a call if fewer than
-// maxSettleCalls are under way. One that cannot be sent leaves the
-// messages unacked on the owner (warned).
+// settle queues a settlement and sends it if fewer than maxSettleCalls
+// calls are under way. One that cannot be sent leaves the messages
+// unacked on the owner (warned).
 func (q *Queue) settle(op byte, seqs []uint64) {
 	if len(seqs) == 0 {
 		return
 	}
 	st := &q.st
 	st.mu.Lock()
+	defer st.mu.Unlock()
 	if st.done == nil {
 		st.done = make(chan struct{})
 	}
@@ -60,54 +67,61 @@ func (q *Queue) settle(op byte, seqs []uint64) {
 	} else {
 		st.queued = append(st.queued, settleOp{op: op, seqs: seqs})
 	}
-	start := st.calls < maxSettleCalls
-	if start {
-		st.calls++
-	}
-	st.mu.Unlock()
-	if start && !q.c.goroutine(q.sendSettlements) {
-		// The client is closed: nothing more is sent.
-		st.mu.Lock()
-		st.queued = nil
-		st.finishCall()
-		st.mu.Unlock()
-	}
+	q.sendSettlementsLocked()
 }
 
-// finishCall counts a call's goroutine out. st.mu held.
-func (st *settler) finishCall() {
-	st.calls--
-	if st.calls == 0 {
-		close(st.done)
-		st.done = nil
-	}
-}
-
-// sendSettlements sends what is queued until nothing is.
-func (q *Queue) sendSettlements() {
+// sendSettlementsLocked sends what is queued while fewer than
+// maxSettleCalls calls are under way; once nothing is queued or in
+// flight, it closes done. st.mu held.
+func (q *Queue) sendSettlementsLocked() {
 	st := &q.st
-	for {
-		st.mu.Lock()
-		if len(st.queued) == 0 {
-			st.finishCall()
-			st.mu.Unlock()
-			return
-		}
+	for st.calls < maxSettleCalls && len(st.queued) > 0 {
 		ops := st.take()
-		st.mu.Unlock()
 		req := appendSettleRef(nil, q.info.Vhost, q.info.Name)
 		n := 0
 		for _, o := range ops {
 			req = appendSeqs(req, o.op, o.seqs)
 			n += len(o.seqs)
 		}
+		if !q.c.track() {
+			// The client is closed: nothing more is sent.
+			st.queued = nil
+			break
+		}
+		st.calls++
 		ctx, cancel := context.WithTimeout(q.c.ctx, q.c.cfg.CallTimeout)
-		_, err := q.c.cfg.Network.Call(ctx, q.node, methodSettle, req)
-		cancel()
+		err := q.c.cfg.Network.Send(transport.Immediate(ctx), q.node, methodSettle, req, func(_ []byte, err error) {
+			cancel()
+			q.settled(n, err)
+		})
 		if err != nil {
-			q.c.log.Warn("forward: settling messages on their queue's node failed; they stay unacked there", "node", q.node, "vhost", q.info.Vhost, "queue", q.info.Name, "messages", n, "err", err)
+			cancel()
+			st.calls--
+			q.c.wg.Done()
+			q.warnSettle(n, err)
 		}
 	}
+	if st.calls == 0 && len(st.queued) == 0 && st.done != nil {
+		close(st.done)
+		st.done = nil
+	}
+}
+
+// settled is a settle call's answer, on the transport's reader: the next
+// call goes.
+func (q *Queue) settled(n int, err error) {
+	if err != nil {
+		q.warnSettle(n, err)
+	}
+	q.st.mu.Lock()
+	q.st.calls--
+	q.sendSettlementsLocked()
+	q.st.mu.Unlock()
+	q.c.wg.Done()
+}
+
+func (q *Queue) warnSettle(n int, err error) {
+	q.c.log.Warn("forward: settling messages on their queue's node failed; they stay unacked there", "node", q.node, "vhost", q.info.Vhost, "queue", q.info.Name, "messages", n, "err", err)
 }
 
 // take removes the queued runs of the next call, up to maxSettleSeqs

@@ -177,3 +177,96 @@ func TestAutoAckConsumerThroughAnotherNodeThatDoesNotReadIsHeldBack(t *testing.T
 		t.Fatalf("%d messages left on the owner after every one was received", d)
 	}
 }
+
+// A consumer through another node with a prefetch of 50 or more has the
+// owner read ahead as much again (held on the consumer's node, counted
+// unacked by the queue); its client still never holds more than its
+// prefetch, gets every message once, in order and not redelivered, and
+// what its node held goes back to the queue when it goes. A smaller
+// prefetch gets no read-ahead (fair dispatch: prefetch 1 means one
+// message a consumer).
+func TestPrefetchThroughAnotherNodeReadsAhead(t *testing.T) {
+	c := brokertest.StartCluster(t, 2)
+	n1, n2 := c.Nodes[0], c.Nodes[1]
+	cases := []struct {
+		queue              string
+		prefetch, unacked int
+	}{
+		{"small", 10, 10},
+		{"large", 100, 200},
+	}
+	for _, tc := range cases {
+		t.Run(tc.queue, func(t *testing.T) {
+			if _, err := n1.Channel(t).QueueDeclare(tc.queue, true, false, false, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			declareOn(t, n2, tc.queue)
+			pub := n1.Channel(t)
+			_ = pub.Confirm(false)
+			const total = 1000
+			if acked, _, _ := publishCounted(t, pub, tc.queue, 0, total); acked != total {
+				t.Fatalf("acked %d of %d", acked, total)
+			}
+			conn := n2.Dial(t)
+			ch, err := conn.Channel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ch.Qos(tc.prefetch, 0, false); err != nil {
+				t.Fatal(err)
+			}
+			deliveries, err := ch.Consume(tc.queue, "", false, false, false, false, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := 0
+			take := func(n int) []amqp091.Delivery {
+				t.Helper()
+				var got []amqp091.Delivery
+				for range n {
+					select {
+					case d := <-deliveries:
+						if string(d.Body) != fmt.Sprint(next) || d.Redelivered {
+							t.Fatalf("delivery %q redelivered %v, want %d not redelivered", d.Body, d.Redelivered, next)
+						}
+						next++
+						got = append(got, d)
+					case <-time.After(10 * time.Second):
+						t.Fatalf("%d deliveries within 10 s", len(got))
+					}
+				}
+				return got
+			}
+			held := take(tc.prefetch)
+			select {
+			case d := <-deliveries:
+				t.Fatalf("delivery %q past the prefetch of %d", d.Body, tc.prefetch)
+			case <-time.After(300 * time.Millisecond):
+			}
+			eventually.Succeeds(t, 10*time.Second, "the owner's counts", func() error {
+				if q := declareOn(t, n1, tc.queue); q.Messages != total-tc.unacked {
+					return fmt.Errorf("%d ready, want %d (%d unacked)", q.Messages, total-tc.unacked, tc.unacked)
+				}
+				return nil
+			})
+			// Acking lets the next ones through, from the read-ahead
+			// first.
+			for round := 0; round < 3; round++ {
+				for _, d := range held {
+					if err := d.Ack(false); err != nil {
+						t.Fatal(err)
+					}
+				}
+				held = take(tc.prefetch)
+			}
+			acked := 3 * tc.prefetch
+			conn.Close()
+			eventually.Succeeds(t, 10*time.Second, "what the consumer's node held back in the queue", func() error {
+				if q := declareOn(t, n1, tc.queue); q.Messages != total-acked || q.Consumers != 0 {
+					return fmt.Errorf("%d ready %d consumers, want %d and none", q.Messages, q.Consumers, total-acked)
+				}
+				return nil
+			})
+		})
+	}
+}

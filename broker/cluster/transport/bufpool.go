@@ -7,8 +7,8 @@ import (
 	"google.golang.org/grpc/mem"
 )
 
-// bufPool is the buffer pool gRPC reads the peers' messages into and
-// encodes ours with (experimental.BufferPool / WithBufferPool): powers of
+// bufPool is the buffer pool gRPC reads the peers' messages into
+// (experimental.BufferPool / WithBufferPool): powers of
 // two from 256 bytes to 4 MiB, one sync.Pool a size, a buffer handed out
 // as it was put back (not zeroed).
 //

@@ -73,6 +73,13 @@ func (c *clientLink) sendAsync(ctx context.Context, m *pb.Message, fn func(*pb.M
 	}
 	c.calls[id] = a // a.stop is set: whoever takes a may stop the watch
 	c.mu.Unlock()
+	if ctx.Err() != nil && c.takeCall(id) != nil {
+		// The context ended before the call was registered: its watch
+		// ran and found nothing to fail.
+		a.stop()
+		fn(nil, ctxStatus(ctx, c.peer))
+		return nil
+	}
 	if err := c.put(ctx, m); err != nil {
 		if c.takeCall(id) == nil {
 			return nil // its context or the stream ended meanwhile: fn was told

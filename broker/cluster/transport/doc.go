@@ -63,10 +63,11 @@
 // A queue holding 4 MiB makes senders wait (a bigger message goes in alone),
 // except a request whose context is marked Immediate and an inline
 // handler's answer: their senders must not block (a done callback, a
-// queue's loop) and bound what they have in flight themselves. gRPC reads
-// and encodes messages into buffers of the Network's own pool (bufpool.go:
-// powers of two up to 4 MiB, not cleared at each use as gRPC's default
-// pool's are).
+// queue's loop) and bound what they have in flight themselves; such a Send
+// to a peer whose stream is not open yet waits for it on a goroutine, with
+// the other Immediate Sends behind it, in order. gRPC reads the peers'
+// messages into buffers of the Network's own pool (bufpool.go: powers of
+// two up to 4 MiB, not cleared at each use as gRPC's default pool's are).
 //
 // Security. Every call and stream carries the join secret in its metadata;
 // the receiver compares it in constant time and refuses a peer without it

@@ -298,17 +298,29 @@ func (n *GRPCNetwork) Send(ctx context.Context, node, method string, req []byte,
 		sendSelf(ctx, n.core, method, req, done)
 		return nil
 	}
-	l, err := n.callLink(ctx, node, req)
-	if err != nil {
-		return err
-	}
-	return l.sendAsync(ctx, callMessage(method, req), func(resp *pb.Message, err error) {
+	answer := func(resp *pb.Message, err error) {
 		if err != nil {
 			done(nil, err)
 			return
 		}
 		done(callAnswer(node, resp))
-	})
+	}
+	if immediate(ctx) {
+		// Never waits, not even for the stream to open (peer.go).
+		if len(req) > n.maxMsg {
+			return status.Errorf(codes.ResourceExhausted, "call of %d bytes (limit %d)", len(req), n.maxMsg)
+		}
+		p, err := n.peer(node)
+		if err != nil {
+			return err
+		}
+		return p.sendImmediate(ctx, callMessage(method, req), answer)
+	}
+	l, err := n.callLink(ctx, node, req)
+	if err != nil {
+		return err
+	}
+	return l.sendAsync(ctx, callMessage(method, req), answer)
 }
 
 // sendSelf is a Send to this node: the start runs in place (in the order

@@ -34,6 +34,13 @@ type peerConn struct {
 	mu    sync.Mutex
 	links [numKinds]*clientLink
 
+	// The Immediate Sends waiting for the data stream to open, and
+	// whether a goroutine is opening it to send them (sendImmediate).
+	// smu is taken before mu, and only TryLock of mu under it.
+	smu     sync.Mutex
+	waiting []pendingSend
+	opening bool
+
 	hmu                          sync.Mutex // the peer's health, for Watch
 	ready, healthy, reported, up bool
 
@@ -119,6 +126,73 @@ func (p *peerConn) link(ctx context.Context, kind streamKind) (*clientLink, erro
 	}()
 	p.links[kind] = l
 	return l, nil
+}
+
+// pendingSend is an Immediate Send waiting for the data stream to open.
+type pendingSend struct {
+	ctx  context.Context
+	m    *pb.Message
+	done func(*pb.Message, error)
+}
+
+// sendImmediate queues request m on the data stream without waiting for
+// anything: opening the stream waits while the connection is being made
+// (up to its connect timeout), so when no stream is open, or Immediate
+// Sends already wait for one, m waits with them, and a goroutine opens
+// the stream and sends them in the order they came (or fails their done
+// with its error). A caller's Immediate Sends so keep their order.
+func (p *peerConn) sendImmediate(ctx context.Context, m *pb.Message, done func(*pb.Message, error)) error {
+	p.smu.Lock()
+	if !p.opening {
+		if l := p.openLink(data); l != nil {
+			p.smu.Unlock()
+			return l.sendAsync(ctx, m, done)
+		}
+		p.opening = true
+		go p.openAndSend()
+	}
+	p.waiting = append(p.waiting, pendingSend{ctx: ctx, m: m, done: done})
+	p.smu.Unlock()
+	return nil
+}
+
+// openLink is the open stream of kind, without waiting: nil when there is
+// none or it is being opened.
+func (p *peerConn) openLink(kind streamKind) *clientLink {
+	if !p.mu.TryLock() {
+		return nil
+	}
+	defer p.mu.Unlock()
+	if l := p.links[kind]; l != nil && l.ctx.Err() == nil {
+		return l
+	}
+	return nil
+}
+
+// openAndSend opens the data stream and sends the Immediate Sends that
+// wait for it, until none is left.
+func (p *peerConn) openAndSend() {
+	l, err := p.link(p.ctx, data)
+	for {
+		p.smu.Lock()
+		w := p.waiting
+		p.waiting = nil
+		if len(w) == 0 {
+			p.opening = false
+			p.smu.Unlock()
+			return
+		}
+		p.smu.Unlock()
+		for _, s := range w {
+			if err != nil {
+				s.done(nil, err)
+				continue
+			}
+			if serr := l.sendAsync(s.ctx, s.m, s.done); serr != nil {
+				s.done(nil, serr)
+			}
+		}
+	}
 }
 
 // watchState follows the connection's state: ready or not.

@@ -51,11 +51,31 @@ const readAheadMinPrefetch = 50
 // break; a large one trades that for throughput already. The queue counts
 // the read-ahead unacked; what the client never got goes back to the
 // queue (marked redelivered, as AMQP allows) when the consumer goes.
+//
+// A queue whose messages can leave it while they wait (x-message-ttl
+// expires them, x-max-length and x-max-length-bytes drop them from its
+// head) or be overtaken (x-max-priority) gets none: held on the
+// consumer's node they would reach the client expired, dropped or out of
+// priority order, where RabbitMQ keeps them in the queue (readsAhead);
+// nor does a message with an expiration of its own (remoteConsumer's
+// Deliver takes it only within the prefetch).
 func readAhead(prefetch uint32) int {
 	if prefetch < readAheadMinPrefetch {
 		return 0
 	}
 	return window(prefetch)
+}
+
+// readsAhead reports whether a queue with args may be read ahead
+// (readAhead): none of its messages leaves it or is overtaken while it
+// waits.
+func readsAhead(args map[string]any) bool {
+	for _, k := range []string{"x-message-ttl", "x-max-length", "x-max-length-bytes", "x-max-priority"} {
+		if _, ok := args[k]; ok {
+			return false
+		}
+	}
+	return true
 }
 
 // maxSpareRequest bounds the capacity of a deliver request buffer kept
@@ -81,6 +101,10 @@ type remoteConsumer struct {
 	q      queue.Queue
 	noAck  bool
 	window int
+	// prefetchWindow is window without the read-ahead: past it, a
+	// message that expires on its own is not taken (it expires in the
+	// queue, not on the consumer's node).
+	prefetchWindow int
 
 	mu  sync.Mutex
 	buf []queue.Delivery
@@ -117,7 +141,7 @@ func (rc *remoteConsumer) Deliver(d queue.Delivery) bool {
 			return false
 		}
 	} else {
-		if len(rc.unsettled) >= rc.window {
+		if len(rc.unsettled) >= rc.window || len(rc.unsettled) >= rc.prefetchWindow && d.Msg != nil && d.Msg.Expiry != 0 {
 			rc.blocked = true
 			return false
 		}
@@ -437,10 +461,10 @@ func (h *handlers) consume(ctx context.Context, from string, req []byte) ([]byte
 	}
 	noAck := flags&1 != 0
 	w := window(ackWindowPrefetch(noAck, int(min(prefetch, 1<<31-1))))
-	if !noAck {
-		w += readAhead(prefetch)
+	rc := &remoteConsumer{h: h, key: consumerKey{from, id}, q: q, noAck: noAck, window: w, prefetchWindow: w, unsettled: map[uint64]struct{}{}}
+	if !noAck && readsAhead(q.Info().Args) {
+		rc.window += readAhead(prefetch)
 	}
-	rc := &remoteConsumer{h: h, key: consumerKey{from, id}, q: q, noAck: noAck, window: w, unsettled: map[uint64]struct{}{}}
 	h.cons.mu.Lock()
 	if _, dup := h.cons.m[rc.key]; dup {
 		h.cons.mu.Unlock()

@@ -257,9 +257,12 @@ func (h *handlers) settle(_ context.Context, from string, req []byte) ([]byte, e
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), h.callTimeout)
 				defer cancel()
-				if q, err := h.now.LocalQueueWait(ctx, vh, name); err == nil {
-					apply(q)
+				q, err := h.now.LocalQueueWait(ctx, vh, name)
+				if err != nil {
+					h.log.Warn("forward: settlements from another node for a queue not found here; the messages stay unacked", "from", from, "vhost", vh, "queue", name, "err", err)
+					return
 				}
+				apply(q)
 			}()
 			return nil, nil
 		}

@@ -189,7 +189,7 @@ func TestPrefetchThroughAnotherNodeReadsAhead(t *testing.T) {
 	c := brokertest.StartCluster(t, 2)
 	n1, n2 := c.Nodes[0], c.Nodes[1]
 	cases := []struct {
-		queue              string
+		queue             string
 		prefetch, unacked int
 	}{
 		{"small", 10, 10},
@@ -268,5 +268,69 @@ func TestPrefetchThroughAnotherNodeReadsAhead(t *testing.T) {
 				return nil
 			})
 		})
+	}
+}
+
+// A message beyond a consumer's prefetch stays in the queue, where it
+// expires (x-message-ttl, or an expiration of its own) and never reaches
+// a client, on the owner as through another node: the read-ahead takes
+// none of them out. (Found in review: the read-ahead held them on the
+// consumer's node and the client got them after their TTL.)
+func TestReadAheadKeepsExpiringMessagesInTheQueue(t *testing.T) {
+	c := brokertest.StartCluster(t, 2)
+	n1, n2 := c.Nodes[0], c.Nodes[1]
+	cases := []struct {
+		name       string
+		args       amqp091.Table
+		expiration string
+	}{
+		{"queue-ttl", amqp091.Table{"x-message-ttl": int32(1000)}, ""},
+		{"message-expiration", nil, "1000"},
+	}
+	for _, tc := range cases {
+		for _, via := range []struct {
+			name string
+			node *brokertest.Node
+		}{{"owner", n1}, {"another", n2}} {
+			t.Run(tc.name+"/"+via.name, func(t *testing.T) {
+				q := tc.name + "-" + via.name
+				if _, err := n1.Channel(t).QueueDeclare(q, true, false, false, false, tc.args); err != nil {
+					t.Fatal(err)
+				}
+				declareOn(t, via.node, q)
+				pub := n1.Channel(t)
+				const total, prefetch = 200, 50
+				for i := range total {
+					if err := pub.PublishWithContext(context.Background(), "", q, false, false, amqp091.Publishing{Body: []byte(fmt.Sprint(i)), Expiration: tc.expiration}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				ch := via.node.Channel(t)
+				if err := ch.Qos(prefetch, 0, false); err != nil {
+					t.Fatal(err)
+				}
+				deliveries, err := ch.Consume(q, "", false, false, false, false, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var last amqp091.Delivery
+				for i := range prefetch {
+					select {
+					case last = <-deliveries:
+					case <-time.After(10 * time.Second):
+						t.Fatalf("%d deliveries within 10 s", i)
+					}
+				}
+				time.Sleep(1500 * time.Millisecond) // the others expire meanwhile
+				if err := last.Ack(true); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case d := <-deliveries:
+					t.Fatalf("message %s delivered after its TTL had passed", d.Body)
+				case <-time.After(time.Second):
+				}
+			})
+		}
 	}
 }

@@ -247,6 +247,9 @@ func (n *inmemNetwork) Call(ctx context.Context, node, method string, req []byte
 	}()
 	select {
 	case r := <-ch:
+		if r.err != nil && fctx.Err() != nil {
+			return nil, ctxStatus(fctx, node) // as Send's done
+		}
 		return r.resp, r.err
 	case <-fctx.Done():
 		return nil, ctxStatus(fctx, node)
@@ -292,6 +295,12 @@ func (n *inmemNetwork) Send(ctx context.Context, node, method string, req []byte
 		go func() {
 			resp, err := wait()
 			stop()
+			if err != nil && fctx.Err() != nil {
+				// The handler saw the call's end (the link cut, the
+				// caller gone): the caller is told that, as over gRPC,
+				// not the handler's own context error.
+				err = ctxStatus(fctx, node)
+			}
 			finish(slices.Clone(resp), err)
 		}()
 	})

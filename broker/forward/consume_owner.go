@@ -448,7 +448,7 @@ func (c *consumers) settledGets(from string, q queue.Queue, seqs []uint64) []uin
 }
 
 func (h *handlers) consume(ctx context.Context, from string, req []byte) ([]byte, error) {
-	q, d, err := h.queue(req)
+	q, d, err := h.queue(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -183,20 +183,27 @@ func (c *collector) Confirm(tags []uint64, ok bool) {
 	}
 }
 
-func (h *handlers) queue(req []byte) (queue.Queue, decoder, error) {
+// queue finds the queue a request names, waiting for its open under way
+// no longer than the call (ctx).
+func (h *handlers) queue(ctx context.Context, req []byte) (queue.Queue, decoder, error) {
 	vh, name, d, err := decodeQueueRef(req)
 	if err != nil {
 		return nil, d, badRequest(err)
 	}
-	q, err := h.l.LocalQueue(vh, name)
+	var q queue.Queue
+	if h.now != nil {
+		q, err = h.now.LocalQueueWait(ctx, vh, name)
+	} else {
+		q, err = h.l.LocalQueue(vh, name)
+	}
 	if err != nil {
 		return nil, d, h.toStatus(err)
 	}
 	return q, d, nil
 }
 
-func (h *handlers) stats(_ context.Context, _ string, req []byte) ([]byte, error) {
-	q, _, err := h.queue(req)
+func (h *handlers) stats(ctx context.Context, _ string, req []byte) ([]byte, error) {
+	q, _, err := h.queue(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +211,7 @@ func (h *handlers) stats(_ context.Context, _ string, req []byte) ([]byte, error
 }
 
 func (h *handlers) get(ctx context.Context, from string, req []byte) ([]byte, error) {
-	q, d, err := h.queue(req)
+	q, d, err := h.queue(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +307,7 @@ func (h *handlers) settleRun(from string, q queue.Queue, op byte, seqs []uint64)
 }
 
 func (h *handlers) purge(ctx context.Context, _ string, req []byte) ([]byte, error) {
-	q, _, err := h.queue(req)
+	q, _, err := h.queue(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/broker/brokertest/eventually"
+	"github.com/warrenmq/warren/broker/brokertest/goroutines"
 	"github.com/warrenmq/warren/broker/message"
 	"github.com/warrenmq/warren/broker/queue"
 )
@@ -101,11 +102,11 @@ func TestAFailedPublishCallHoldsUpNothing(t *testing.T) {
 // Close nacks the publishes under way and queued, ends the goroutines
 // that sent them, and nacks what is published after it.
 func TestCloseNacksWhatIsUnderWayAndLeavesNoGoroutine(t *testing.T) {
-	mark := markGoroutines(t) // counts this test's goroutines, not the package's
+	mark := goroutines.Label(t) // counts this test's goroutines, not the package's
 	_, c, _, owner := setup(t)
 	owner.hold = make(chan struct{}) // confirms nothing before Close
 	q := c.Queue(owner.info, "b")
-	before, _ := mark.count()
+	before, _ := mark.Count()
 	var conf confirms
 	publishNumbered(q, &conf, 0, 1000)
 	eventually.True(t, 10*time.Second, "the owner has messages", func() bool {
@@ -123,7 +124,7 @@ func TestCloseNacksWhatIsUnderWayAndLeavesNoGoroutine(t *testing.T) {
 	}
 	close(owner.hold) // the twin's own waiting confirms end too
 	eventually.Succeeds(t, 10*time.Second, "the Client's goroutines ended", func() error {
-		if n, stacks := mark.count(); n < 0 || n > before {
+		if n, stacks := mark.Count(); n < 0 || n > before {
 			return fmt.Errorf("%d goroutines, %d before the publishes:\n%s", n, before, stacks)
 		}
 		return nil

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/pprof"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/warrenmq/warren/broker/brokertest/eventually"
+	"github.com/warrenmq/warren/broker/brokertest/goroutines"
 	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/queue"
 )
@@ -167,7 +165,7 @@ func TestQueueOpensOnABoundedPool(t *testing.T) {
 			t.Cleanup(unblock) // before the vhost's Close, which waits for the opens
 			// meta.Local runs the vhost's handler on the writer's
 			// goroutine: the openers it starts carry this test's label.
-			mark := markGoroutines(t)
+			mark := goroutines.Label(t)
 			names := make([]string, n)
 			for i := range names {
 				names[i] = fmt.Sprintf("q%03d", i)
@@ -190,7 +188,7 @@ func TestQueueOpensOnABoundedPool(t *testing.T) {
 				}
 				return nil
 			})
-			if got, stacks := mark.count(); got > maxOpening+1 { // the openers and this test
+			if got, stacks := mark.Count(); got > maxOpening+1 { // the openers and this test
 				t.Fatalf("%d goroutines for %d queued opens, want at most %d openers and the test's own:\n%s", got, n, maxOpening, stacks)
 			}
 
@@ -226,42 +224,4 @@ func TestQueueOpensOnABoundedPool(t *testing.T) {
 			})
 		})
 	}
-}
-
-// goroutineMark labels the calling test's goroutine so that every
-// goroutine it starts, and every one those start, carries the label
-// (goroutine labels are inherited): count sees this test's goroutines
-// only, not those other tests of the package left running.
-type goroutineMark string
-
-// markGoroutines labels the test's goroutine and what it starts from now on.
-func markGoroutines(t *testing.T) goroutineMark {
-	m := goroutineMark(fmt.Sprintf("%s/%p", t.Name(), t))
-	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("vhost-test", string(m))))
-	t.Cleanup(func() { pprof.SetGoroutineLabels(context.Background()) })
-	return m
-}
-
-// count is how many goroutines carry the mark, and their stacks.
-func (m goroutineMark) count() (int, string) {
-	var b strings.Builder
-	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
-		return -1, err.Error()
-	}
-	label := fmt.Sprintf("# labels: {%q:%q}", "vhost-test", string(m))
-	n, stacks := 0, ""
-	_, groups, _ := strings.Cut(b.String(), "\n") // after "goroutine profile: total N"
-	for _, group := range strings.Split(groups, "\n\n") {
-		if !strings.Contains(group, label+"\n") {
-			continue
-		}
-		head, _, _ := strings.Cut(group, " @ ")
-		k, err := strconv.Atoi(strings.TrimSpace(head))
-		if err != nil {
-			return -1, "undecodable goroutine profile group: " + group
-		}
-		n += k
-		stacks += group + "\n\n"
-	}
-	return n, stacks
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "github.com/warrenmq/warren/broker/cluster/clusterpb"
@@ -31,12 +32,14 @@ type peerConn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// mu serializes the opening of streams (held while gRPC opens one);
+	// links are read without it.
 	mu    sync.Mutex
-	links [numKinds]*clientLink
+	links [numKinds]atomic.Pointer[clientLink]
 
 	// The Immediate Sends waiting for the data stream to open, and
 	// whether a goroutine is opening it to send them (sendImmediate).
-	// smu is taken before mu, and only TryLock of mu under it.
+	// smu is taken before a stream's own locks (a Send made under it), never with mu.
 	smu     sync.Mutex
 	waiting []pendingSend
 	opening bool
@@ -91,9 +94,12 @@ func hostOf(addr string) string {
 
 // link returns the open stream of kind, opening one if there is none.
 func (p *peerConn) link(ctx context.Context, kind streamKind) (*clientLink, error) {
+	if l := p.openLink(kind); l != nil {
+		return l, nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if l := p.links[kind]; l != nil && l.ctx.Err() == nil {
+	if l := p.openLink(kind); l != nil { // opened meanwhile
 		return l, nil
 	}
 	if p.ctx.Err() != nil {
@@ -124,7 +130,7 @@ func (p *peerConn) link(ctx context.Context, kind streamKind) (*clientLink, erro
 		<-l.ctx.Done()
 		cancel()
 	}()
-	p.links[kind] = l
+	p.links[kind].Store(l)
 	return l, nil
 }
 
@@ -157,13 +163,9 @@ func (p *peerConn) sendImmediate(ctx context.Context, m *pb.Message, done func(*
 }
 
 // openLink is the open stream of kind, without waiting: nil when there is
-// none or it is being opened.
+// none (or it ended).
 func (p *peerConn) openLink(kind streamKind) *clientLink {
-	if !p.mu.TryLock() {
-		return nil
-	}
-	defer p.mu.Unlock()
-	if l := p.links[kind]; l != nil && l.ctx.Err() == nil {
+	if l := p.links[kind].Load(); l != nil && l.ctx.Err() == nil {
 		return l
 	}
 	return nil

@@ -19,7 +19,7 @@ import (
 func (b *Broker) httpServers(ctx context.Context) []httpServer {
 	reg := prometheus.NewRegistry()
 	mgmt.NewMetrics(reg, b)
-	reg.MustRegister(b.Stream.Collector())
+	reg.MustRegister(b.Stream.Collector(), b.cluster.net.Collector())
 	h := b.cfg.HTTP
 	api := mgmt.ListenerLimits{ReadHeaderTimeout: h.ReadHeaderTimeout, ReadTimeout: h.ReadTimeout, WriteTimeout: h.WriteTimeout, IdleTimeout: h.IdleTimeout, MaxConnections: h.MaxConnections}
 	metrics := api

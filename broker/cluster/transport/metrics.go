@@ -1,0 +1,42 @@
+package transport
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// collector exposes a gRPC Network's Stats to Prometheus.
+type collector struct {
+	n                                                  *GRPCNetwork
+	framesSent, messagesSent, framesReceived, received *prometheus.Desc
+	pings                                              *prometheus.Desc
+}
+
+// Collector returns a Prometheus collector of the node's traffic with its
+// peers: stream writes (frames) and the messages they carried, each way,
+// and node heartbeats sent. Messages per frame is how well the transport
+// batches what is queued for a peer.
+func (n *GRPCNetwork) Collector() prometheus.Collector {
+	return &collector{
+		n:              n,
+		framesSent:     prometheus.NewDesc("warren_cluster_frames_sent_total", "Frames (stream writes) sent to other nodes.", nil, nil),
+		messagesSent:   prometheus.NewDesc("warren_cluster_messages_sent_total", "Messages (requests, answers, snapshot chunks) sent to other nodes.", nil, nil),
+		framesReceived: prometheus.NewDesc("warren_cluster_frames_received_total", "Frames received from other nodes.", nil, nil),
+		received:       prometheus.NewDesc("warren_cluster_messages_received_total", "Messages received from other nodes.", nil, nil),
+		pings:          prometheus.NewDesc("warren_cluster_pings_sent_total", "Node heartbeats sent to peers that were silent.", nil, nil),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.framesSent, c.messagesSent, c.framesReceived, c.received, c.pings} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.n.Stats()
+	for _, m := range []struct {
+		d *prometheus.Desc
+		v uint64
+	}{{c.framesSent, s.FramesSent}, {c.messagesSent, s.MessagesSent}, {c.framesReceived, s.FramesReceived},
+		{c.received, s.MessagesReceived}, {c.pings, s.PingsSent}} {
+		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
+	}
+}

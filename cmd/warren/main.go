@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/warrenmq/warren/broker/config"
+	"github.com/warrenmq/warren/broker/gctune"
 	"github.com/warrenmq/warren/broker/procsched"
 	"github.com/warrenmq/warren/broker/server"
 )
@@ -101,6 +102,21 @@ func applySchedPolicy(name string, log *slog.Logger) {
 	log.Info("scheduling policy applied", "policy", name)
 }
 
+// startGCTuner lets the heap grow by growth bytes at least between
+// collections (process.gc_min_heap_growth), at most a quarter of the
+// memory high watermark so that garbage alone never raises the memory
+// alarm.
+func startGCTuner(growth, memLimit int64, log *slog.Logger) *gctune.Tuner {
+	if memLimit > 0 {
+		growth = min(growth, memLimit/4)
+	}
+	t := gctune.Start(uint64(max(growth, 0)))
+	if t != nil {
+		log.Info("garbage collection tuned", "min_heap_growth", growth)
+	}
+	return t
+}
+
 func serve(ctx context.Context, cfg config.Config) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
@@ -117,6 +133,7 @@ func serve(ctx context.Context, cfg config.Config) error {
 	// After New, which validated the name; Apply reaches the threads
 	// New started too.
 	applySchedPolicy(cfg.Process.SchedPolicy, log)
+	defer startGCTuner(cfg.Process.GCMinHeapGrowth, b.Resources().MemLimit, log).Stop()
 	if err := b.Start(context.WithoutCancel(ctx)); err != nil {
 		_ = b.Shutdown(context.Background())
 		log.Error("cannot listen", "err", err)

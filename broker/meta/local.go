@@ -429,6 +429,12 @@ func (l *Local) DeleteQueue(ctx context.Context, vhost, name string) error {
 	return l.apply(ctx, Command{Op: OpDeleteQueue, VhostName: vhost, Name: name})
 }
 
+// DeleteQueueIf implements Store.
+func (l *Local) DeleteQueueIf(ctx context.Context, q Queue) (bool, error) {
+	ev, err := l.applyEvent(ctx, Command{Op: OpDeleteQueue, VhostName: q.Vhost, Name: q.Name, Queue: &q})
+	return ev.Kind != 0, err
+}
+
 // Queues implements Store; vhost "" lists every vhost's.
 func (l *Local) Queues(vhost string) []Queue {
 	l.mu.RLock()

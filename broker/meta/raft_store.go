@@ -134,6 +134,11 @@ func (r *Raft) DeleteQueue(ctx context.Context, vhost, name string) error {
 	return r.apply(ctx, Command{Op: OpDeleteQueue, VhostName: vhost, Name: name})
 }
 
+// DeleteQueueIf implements Store.
+func (r *Raft) DeleteQueueIf(ctx context.Context, q Queue) (bool, error) {
+	return r.applyChanged(ctx, Command{Op: OpDeleteQueue, VhostName: q.Vhost, Name: q.Name, Queue: &q})
+}
+
 // Queues implements Store; vhost "" lists every vhost's.
 func (r *Raft) Queues(vhost string) []Queue {
 	r.fsm.mu.RLock()

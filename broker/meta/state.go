@@ -59,7 +59,9 @@ type Command struct {
 	Queue      *Queue      `json:"queue,omitempty"`
 	Binding    *Binding    `json:"binding,omitempty"`
 	Node       *Node       `json:"node,omitempty"`
-	// Name and VhostName identify what a delete removes.
+	// Name and VhostName identify what a delete removes. A queue delete
+	// with Queue set removes the record only while it is still that one
+	// (sameQueue).
 	Name      string `json:"name,omitempty"`
 	VhostName string `json:"vhost_name,omitempty"`
 	Snapshot  *State `json:"snapshot,omitempty"`
@@ -339,7 +341,11 @@ func (s *State) Apply(c Command) Event {
 		c.Queue = &q
 		return Event{Kind: QueuePut, Vhost: q.Vhost, Name: q.Name, Cmd: c}
 	case OpDeleteQueue:
-		delete(s.Queues, key2(c.VhostName, c.Name))
+		k := key2(c.VhostName, c.Name)
+		if cur, ok := s.Queues[k]; c.Queue != nil && (!ok || !sameQueue(cur, *c.Queue)) {
+			return Event{}
+		}
+		delete(s.Queues, k)
 		s.dropBindings(c.VhostName, func(b Binding) bool { return b.DestinationType == "queue" && b.Destination == c.Name })
 		return Event{Kind: QueueDeleted, Vhost: c.VhostName, Name: c.Name, Cmd: c}
 	case OpPutBinding:
@@ -440,4 +446,17 @@ func deleteOfMissing(c Command) bool {
 		return true
 	}
 	return false
+}
+
+// sameQueue reports whether a and b are one queue's record: what a
+// declare under the same name elsewhere would change (its arguments are
+// compared by the declare itself).
+func sameQueue(a, b Queue) bool {
+	if a.Type != b.Type || a.Node != b.Node || a.Durable != b.Durable || a.AutoDelete != b.AutoDelete || a.Exclusive != b.Exclusive {
+		return false
+	}
+	if a.Owner == nil || b.Owner == nil {
+		return a.Owner == nil && b.Owner == nil
+	}
+	return *a.Owner == *b.Owner
 }

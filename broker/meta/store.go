@@ -44,6 +44,11 @@ type Store interface {
 	// whether this call made it.
 	DeclareQueue(ctx context.Context, q Queue) (created bool, err error)
 	DeleteQueue(ctx context.Context, vhost, name string) error
+	// DeleteQueueIf deletes q's record only while it still is q (same
+	// type, node, durability, exclusivity and owner), so a delete decided
+	// from a list read earlier never removes a queue declared again since
+	// under the same name. deleted says whether it did.
+	DeleteQueueIf(ctx context.Context, q Queue) (deleted bool, err error)
 	Queues(vhost string) []Queue
 
 	PutBinding(ctx context.Context, b Binding) error

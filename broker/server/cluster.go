@@ -184,9 +184,14 @@ func (c *clusterNode) forgotten(ctx context.Context, node string) error {
 			if q.Node != node {
 				continue
 			}
-			c.log.Warn("cluster: deleting a queue of the removed node (its messages were on that node)", "queue", q.Name, "vhost", v.Name, "node", node)
-			if err := c.meta.DeleteQueue(ctx, v.Name, q.Name); err != nil {
+			// Only the record listed (a queue declared again under its
+			// name on another node since stays).
+			q.Vhost = v.Name
+			deleted, err := c.meta.DeleteQueueIf(ctx, q)
+			if err != nil {
 				errs = append(errs, fmt.Errorf("server: delete queue '%s' in vhost '%s' of the removed node %s: %w", q.Name, v.Name, node, err))
+			} else if deleted {
+				c.log.Warn("cluster: deleted a queue of the removed node (its messages were on that node)", "queue", q.Name, "vhost", v.Name, "node", node)
 			}
 		}
 	}

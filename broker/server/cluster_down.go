@@ -102,12 +102,18 @@ func (c *clusterNode) dropTransientOf(node string) bool {
 			if !c.reportedDown(node) {
 				return false
 			}
+			// Only the record listed: a queue deleted and declared again
+			// under its name since (on a node that is up) stays.
+			q.Vhost = v.Name
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err := c.meta.DeleteQueue(ctx, v.Name, q.Name)
+			deleted, err := c.meta.DeleteQueueIf(ctx, q)
 			cancel()
 			if err != nil {
 				c.log.Warn("cluster: cannot delete a transient queue of a down node", "queue", q.Name, "vhost", v.Name, "node", node, "exclusive", q.Exclusive, "error", err)
 				return false
+			}
+			if !deleted {
+				continue
 			}
 			if q.Exclusive {
 				c.log.Info("cluster: deleted an exclusive queue of a down node (its connection was there)", "queue", q.Name, "vhost", v.Name, "node", node)

@@ -30,7 +30,11 @@
 // by node name through a resolver that gives the address SetAddress
 // recorded (Hello asks the node behind a seed address for its name). gRPC
 // redials a peer that went away with backoff (0.1 s, growing 1.6 times a
-// try up to 2 s); a changed address replaces the connection. Requests flow
+// try up to 2 s); a changed address replaces the connection. HTTP/2 flow
+// control windows are fixed at 16 MiB a stream and a connection (the
+// ceiling of gRPC's dynamic windows, whose estimate would answer each
+// frame of an idle link with a ping and its ack: two more packets and
+// wakeups for every heartbeat). Requests flow
 // on the sender's own connection, answers come back on the same stream,
 // so each direction of a node pair has its connection. Close stops the
 // server (and closes its listener) and every connection.

@@ -69,6 +69,15 @@ type Config struct {
 // its Raft framing.
 const DefaultMaxMessageBytes = 512<<20 + 1<<20
 
+// windowBytes is the HTTP/2 flow-control window of each connection and
+// stream, both ways, fixed: the ceiling gRPC's dynamic window grows to.
+// A dynamic window (gRPC's default) has each end answer a frame that
+// arrives while no estimate is under way with a ping of its own (BDP
+// estimation) and that ping's ack: on an idle cluster, every Raft
+// heartbeat and its answer would cost two more packets and the wakeups of
+// both processes' gRPC reader and writer goroutines.
+const windowBytes = 16 << 20
+
 // GRPCNetwork is the Network over gRPC: one connection to each peer with
 // three streams on it (control, data, snapshot), and a server its peers
 // connect to. See the package documentation.
@@ -144,6 +153,8 @@ func NewGRPC(cfg Config) (*GRPCNetwork, error) {
 		grpc.StreamInterceptor(n.authStream),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveInterval, Timeout: cfg.KeepaliveInterval}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveInterval / 2, PermitWithoutStream: true}),
+		grpc.InitialWindowSize(windowBytes),
+		grpc.InitialConnWindowSize(windowBytes),
 		experimental.BufferPool(n.bufs),
 	}
 	if cfg.TLS != nil {

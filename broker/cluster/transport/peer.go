@@ -81,6 +81,8 @@ func (n *GRPCNetwork) dialOptions(authority string) []grpc.DialOption {
 		}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: n.cfg.KeepaliveInterval, Timeout: n.cfg.KeepaliveInterval, PermitWithoutStream: true}),
 		grpc.WithIdleTimeout(0), // never idle: the failure signal needs a live connection
+		grpc.WithInitialWindowSize(windowBytes),
+		grpc.WithInitialConnWindowSize(windowBytes),
 		experimental.WithBufferPool(n.bufs),
 	}
 }

@@ -97,7 +97,9 @@
 // nothing else to say (a Raft leader's heartbeats to its followers and
 // their answers stand for them both ways), and of such a pair only the
 // node whose name sorts first pings (the other waits half an interval
-// longer and hears those pings): an idle cluster sends few. One event per
+// longer and hears those pings): an idle cluster sends few. Frames push
+// the ping timer back (at most once a quarter interval), so a peer's ping
+// goroutine wakes only after a silence, not at each frame's interval. One event per
 // node, not per group: the Raft groups start elections in the groups a
 // dead node led. gRPC's own keepalive (Config.KeepaliveInterval, 10 s at
 // least on the dialling side) closes a connection that stays silent.

@@ -156,6 +156,7 @@ type counters struct {
 	framesSent, messagesSent         atomic.Uint64
 	framesReceived, messagesReceived atomic.Uint64
 	pingsSent                        atomic.Uint64
+	pingWakes                        atomic.Uint64 // ping timers fired (tests)
 }
 
 func (c *counters) load() Stats {

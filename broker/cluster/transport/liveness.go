@@ -24,8 +24,25 @@ type heard struct {
 }
 
 // lastHeard is when a peer was last heard from: nanoseconds since
-// heard.origin (0: never).
-type lastHeard struct{ at atomic.Int64 }
+// heard.origin (0: never); and the ping timer of the peer's connection
+// while the peer is healthy (nil otherwise).
+type lastHeard struct {
+	at     atomic.Int64
+	pinger atomic.Pointer[pingTimer]
+}
+
+// pingTimer wakes a connection's ping goroutine (peerConn.ping) when its
+// peer has been silent for every. A frame from the peer pushes it back to
+// a full interval, at most once a quarter of an interval (a loaded link
+// resets no timer at each frame), so it fires between three quarters of
+// an interval and an interval after the last frame, and only then: on an
+// idle cluster whose Raft leaders heartbeat their followers, the ping
+// goroutines sleep instead of waking at each silence's expected end.
+type pingTimer struct {
+	t      *time.Timer
+	every  time.Duration
+	pushed atomic.Int64 // when a frame last pushed t back (as heard.at)
+}
 
 func newHeard() *heard {
 	return &heard{origin: time.Now(), nodes: map[string]*lastHeard{}}
@@ -43,9 +60,16 @@ func (h *heard) of(node string, add bool) *lastHeard {
 	return l
 }
 
-// mark records that l's peer was heard from now.
+// mark records that l's peer was heard from now, and pushes its ping
+// timer back (see pingTimer).
 func (h *heard) mark(l *lastHeard) {
-	l.at.Store(int64(time.Since(h.origin)))
+	now := int64(time.Since(h.origin))
+	l.at.Store(now)
+	if p := l.pinger.Load(); p != nil {
+		if last := p.pushed.Load(); now-last >= int64(p.every/4) && p.pushed.CompareAndSwap(last, now) {
+			p.t.Reset(p.every)
+		}
+	}
 }
 
 // quiet is how long l's peer has been silent (since the Network started,

@@ -229,7 +229,10 @@ func (p *peerConn) watchState() {
 // a peer that does not answer is down until it is heard from again. Of two
 // nodes with nothing else to say, the one whose name sorts first pings at
 // PingInterval, the other only after half as long again, so it hears the
-// first one's pings and sends none.
+// first one's pings and sends none. While the peer is healthy its frames
+// push the timer back (pingTimer), so the goroutine wakes only after a
+// silence; while it is down, it wakes every interval to see whether the
+// peer was heard from.
 func (p *peerConn) ping() {
 	cfg := p.n.cfg
 	every := cfg.PingInterval
@@ -238,18 +241,30 @@ func (p *peerConn) ping() {
 	}
 	t := time.NewTimer(every)
 	defer t.Stop()
+	pt := &pingTimer{t: t, every: every}
+	listen := func(healthy bool) {
+		if healthy {
+			p.heard.pinger.Store(pt)
+		} else {
+			p.heard.pinger.CompareAndSwap(pt, nil)
+		}
+	}
+	defer listen(false)
+	listen(true)
 	for {
 		select {
 		case <-p.ctx.Done():
 			return
 		case <-t.C:
 		}
+		p.n.stats.pingWakes.Add(1)
 		if p.conn.GetState() != connectivity.Ready {
 			t.Reset(every)
 			continue
 		}
 		if quiet := p.n.heard.quiet(p.heard); quiet < every {
 			p.setHealthy(true)
+			listen(true)
 			t.Reset(every - quiet)
 			continue
 		}
@@ -263,7 +278,9 @@ func (p *peerConn) ping() {
 			_, err = l.roundTrip(ctx, &pb.Message{Body: &pb.Message_Ping{Ping: &pb.Ping{}}})
 		}
 		cancel()
-		p.setHealthy(err == nil || p.n.heard.quiet(p.heard) < every)
+		healthy := err == nil || p.n.heard.quiet(p.heard) < every
+		p.setHealthy(healthy)
+		listen(healthy)
 		t.Reset(every)
 	}
 }

@@ -56,6 +56,10 @@ func (g *Group) hurry(why, leader string) {
 		return
 	}
 	g.hurried, g.hurriedFrom = true, leader
+	select {
+	case g.hurrying <- struct{}{}:
+	default:
+	}
 	g.log.Info("raftgroup: electing within a lease", "why", why, "leader", leader, "timeout", rc.HeartbeatTimeout)
 }
 
@@ -82,20 +86,19 @@ func (g *Group) hurryAtOpen() {
 }
 
 // leaderKnown restores the configured heartbeat timeout once a leader is
-// known again (called at each observation and every second: raft drops
-// observations when the channel is full). The leader whose node went down
+// known again (called at each observation and, while hurried, every
+// second: raft drops observations when the channel is full), and reports
+// whether the group is still hurried. The leader whose node went down
 // does not count: a follower names it until its own (shortened) heartbeat
 // timeout ends, and restoring the long one then would undo the hurry.
-func (g *Group) leaderKnown() {
+func (g *Group) leaderKnown() (hurried bool) {
 	l := g.Leader()
-	if l == "" {
-		return
-	}
 	g.hurryMu.Lock()
 	defer g.hurryMu.Unlock()
-	if g.hurried && l != g.hurriedFrom {
+	if g.hurried && l != "" && l != g.hurriedFrom {
 		g.restoreLocked()
 	}
+	return g.hurried
 }
 
 // restoreLocked puts the configured heartbeat and election timeouts back

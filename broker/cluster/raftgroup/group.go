@@ -59,6 +59,9 @@ type Group struct {
 	// hurriedFrom is the leader whose node went down ("" when the group
 	// hurried for another reason): naming it is no reason to restore.
 	hurriedFrom string
+	// hurrying tells watchLeader that a hurry began, to start its tick
+	// (one slot: a signal, sent without waiting).
+	hurrying chan struct{}
 }
 
 // Open opens the group: raft on the node's log store and the group's
@@ -86,6 +89,7 @@ func Open(cfg Config) (*Group, error) {
 		obsCh:         make(chan raft.Observation, 16),
 		done:          make(chan struct{}),
 		leaderChanged: make(chan struct{}),
+		hurrying:      make(chan struct{}, 1),
 		timing:        t,
 	}
 	g.raft.Store(r)
@@ -200,22 +204,31 @@ func (g *Group) Bootstrap(ctx context.Context) error {
 
 // watchLeader wakes WaitLeader callers at each leader or state change, and
 // ends a shortened heartbeat timeout once a leader is known (failover.go).
+// While the group is hurried it also looks every second (raft drops
+// observations when the channel is full); otherwise its tick is stopped,
+// so an idle group does not wake it.
 func (g *Group) watchLeader() {
 	defer g.wg.Done()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
+		hurried := true
 		select {
 		case <-g.obsCh:
-			g.leaderKnown()
+			hurried = g.leaderKnown()
 			g.leaderMu.Lock()
 			close(g.leaderChanged)
 			g.leaderChanged = make(chan struct{})
 			g.leaderMu.Unlock()
 		case <-tick.C:
-			g.leaderKnown()
+			hurried = g.leaderKnown()
+		case <-g.hurrying:
+			tick.Reset(time.Second)
 		case <-g.done:
 			return
+		}
+		if !hurried {
+			tick.Stop()
 		}
 	}
 }

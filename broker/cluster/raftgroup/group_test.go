@@ -327,6 +327,37 @@ func TestOneMemberElectsItselfAtOnce(t *testing.T) {
 	}
 }
 
+// A hurry that no observation follows (raft dropped it, or the leader
+// never changed) still ends within about a second once a leader other
+// than the one that went down is known: watchLeader looks every second
+// while the group is hurried, and not at all otherwise.
+func TestHurryEndsWithoutAnObservation(t *testing.T) {
+	slow := Timing{HeartbeatTimeout: 20 * time.Second, ElectionTimeout: 20 * time.Second, LeaderLeaseTimeout: 100 * time.Millisecond}
+	hub := transport.NewInmemHub()
+	g, err := Open(Config{ID: "g", Node: "n1", Network: hub.Network("n1"), Stores: logstore.NewInmem(),
+		SnapshotDir: t.TempDir(), FSM: &listFSM{}, Timing: slow, Bootstrap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	waitLeader(t, g)
+	hurried := func() bool {
+		g.hurryMu.Lock()
+		defer g.hurryMu.Unlock()
+		return g.hurried
+	}
+	eventually.True(t, 5*time.Second, "the heartbeat timeout is restored after the election", func() bool { return !hurried() })
+	for _, from := range []string{"n9", ""} { // a leader that went down; none known
+		g.hurry("test", from)
+		if !hurried() {
+			t.Fatalf("hurry from %q: not hurried", from)
+		}
+		start := time.Now()
+		eventually.True(t, 5*time.Second, "the hurry ends with n1 leading", func() bool { return !hurried() })
+		t.Logf("hurry from %q ended after %v", from, time.Since(start))
+	}
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {

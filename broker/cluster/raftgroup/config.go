@@ -44,18 +44,19 @@ type Config struct {
 // Timing tunes a group; a zero field takes the default in brackets.
 type Timing struct {
 	// HeartbeatTimeout: a follower without contact from the leader for this
-	// long (randomized up to twice) starts an election [4s]. The leader
+	// long (randomized up to twice) starts an election [5s]. The leader
 	// heartbeats each follower at a tenth to a fifth of it (hashicorp/raft
-	// fixes that ratio): every 0.4-0.8 s by default, often enough that the
-	// transport's node heartbeat stays quiet between a leader and its
-	// followers, seldom enough that an idle cluster costs little. A leader
+	// fixes that ratio): every 0.5-1 s by default, often enough that the
+	// transport's node heartbeat (after 1 s of silence) stays quiet between
+	// a leader and its followers and a lost packet's retransmission fits in
+	// the lease, seldom enough that an idle cluster costs little. A leader
 	// whose node is known dead (the transport's Watch) is replaced within
 	// a lease, not a heartbeat timeout (failover.go); so is one unknown when
 	// the group opens.
 	HeartbeatTimeout time.Duration
 	// ElectionTimeout: a candidate without a result for this long
-	// (randomized up to twice) starts again [4s]; the lease while the
-	// group hurries (failover.go).
+	// (randomized up to twice) starts again [5s: raft wants at least the
+	// heartbeat timeout]; the lease while the group hurries (failover.go).
 	ElectionTimeout time.Duration
 	// LeaderLeaseTimeout: a leader out of contact with a quorum for this
 	// long steps down [1.5s]; at most HeartbeatTimeout, and above the
@@ -92,8 +93,8 @@ func (t Timing) withDefaults() Timing {
 			*d = v
 		}
 	}
-	set(&t.HeartbeatTimeout, 4*time.Second)
-	set(&t.ElectionTimeout, 4*time.Second)
+	set(&t.HeartbeatTimeout, 5*time.Second)
+	set(&t.ElectionTimeout, 5*time.Second)
 	set(&t.LeaderLeaseTimeout, 1500*time.Millisecond)
 	if t.LeaderLeaseTimeout > t.HeartbeatTimeout {
 		t.LeaderLeaseTimeout = t.HeartbeatTimeout

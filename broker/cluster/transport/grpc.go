@@ -50,8 +50,8 @@ type Config struct {
 	// entries, a call's request or answer); default DefaultMaxMessageBytes.
 	MaxMessageBytes int
 	// PingInterval: a peer not heard from for this long (no frame from
-	// it on any stream) gets a node heartbeat (default 1 s: longer than
-	// the period of raftgroup's leader heartbeats, which stand for it
+	// it on any stream) gets a node heartbeat (default 1 s: no shorter
+	// than the period of raftgroup's leader heartbeats, which stand for it
 	// between a leader and its followers); a peer that does not answer
 	// one within PingTimeout of when it was last heard from (default 2 s)
 	// is reported down (Watch) until it is heard from again. Of two nodes

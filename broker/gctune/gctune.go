@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 )
 
 // Tuner keeps the heap goal at least Growth bytes above the live heap.
@@ -13,6 +14,8 @@ import (
 type Tuner struct {
 	growth  uint64
 	percent int // Go's percentage found at Start (GOGC)
+
+	cleanups atomic.Int64 // sentinel cleanups run (tests wait for one)
 
 	mu      sync.Mutex
 	stopped bool
@@ -68,6 +71,7 @@ func (t *Tuner) Percent() int {
 
 func (t *Tuner) arm() {
 	runtime.AddCleanup(&sentinel{}, func(t *Tuner) {
+		t.cleanups.Add(1)
 		if t.adjust() {
 			t.arm()
 		}

@@ -178,6 +178,22 @@ func (c *clusterNode) forgetStaleNames(ctx context.Context) error {
 // messages were only on that node: it is gone from the cluster, and a
 // record left behind would be a queue nobody can use or re-declare.
 func (c *clusterNode) forgotten(ctx context.Context, node string) error {
+	// A record changed between the list and its delete (deleted, declared
+	// again) is looked at again as it is then, a few times.
+	for pass := 0; ; pass++ {
+		changed, err := c.forgetQueuesOf(ctx, node)
+		if err != nil || !changed {
+			return err
+		}
+		if pass == 2 {
+			return fmt.Errorf("server: the queues of the removed node %s kept changing while they were deleted; forget it again", node)
+		}
+	}
+}
+
+// forgetQueuesOf is one pass of forgotten: changed says whether a record
+// was not deleted because it changed since the list was read.
+func (c *clusterNode) forgetQueuesOf(ctx context.Context, node string) (changed bool, _ error) {
 	var errs []error
 	for _, v := range c.meta.Vhosts() {
 		for _, q := range c.meta.Queues(v.Name) {
@@ -188,14 +204,17 @@ func (c *clusterNode) forgotten(ctx context.Context, node string) error {
 			// name on another node since stays).
 			q.Vhost = v.Name
 			deleted, err := c.meta.DeleteQueueIf(ctx, q)
-			if err != nil {
+			switch {
+			case err != nil:
 				errs = append(errs, fmt.Errorf("server: delete queue '%s' in vhost '%s' of the removed node %s: %w", q.Name, v.Name, node, err))
-			} else if deleted {
+			case deleted:
 				c.log.Warn("cluster: deleted a queue of the removed node (its messages were on that node)", "queue", q.Name, "vhost", v.Name, "node", node)
+			default:
+				changed = true
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return changed, errors.Join(errs...)
 }
 
 // advertiseAddr is cluster.advertise, else the listener's own address when

@@ -94,6 +94,7 @@ func (c *clusterNode) swept(node string) {
 // delete fails or node is reported up again (a partition that healed: its
 // queues are running), and reports whether none is left.
 func (c *clusterNode) dropTransientOf(node string) bool {
+	left := false
 	for _, v := range c.meta.Vhosts() {
 		for _, q := range c.meta.Queues(v.Name) {
 			if !wentWith(q, node) {
@@ -113,6 +114,9 @@ func (c *clusterNode) dropTransientOf(node string) bool {
 				return false
 			}
 			if !deleted {
+				// Changed since the list was read: the next sweep looks
+				// at the record as it is now.
+				left = true
 				continue
 			}
 			if q.Exclusive {
@@ -122,7 +126,7 @@ func (c *clusterNode) dropTransientOf(node string) bool {
 			}
 		}
 	}
-	return true
+	return !left
 }
 
 // wentWith reports whether q goes when node goes down: a transient queue

@@ -47,9 +47,11 @@ type Timing struct {
 	// long (randomized up to twice) starts an election [5s]. The leader
 	// heartbeats each follower at a tenth to a fifth of it (hashicorp/raft
 	// fixes that ratio): every 0.5-1 s by default, often enough that the
-	// transport's node heartbeat (after 1 s of silence) stays quiet between
-	// a leader and its followers and a lost packet's retransmission fits in
-	// the lease, seldom enough that an idle cluster costs little. A leader
+	// transport's node heartbeat (after 1 s of silence) is mostly quiet
+	// between a leader and its followers (a heartbeat late by a scheduling
+	// delay lets one through) and a lost packet's retransmission fits in
+	// the 1.5 s lease (0.5 s of room), seldom enough that an idle cluster
+	// costs little. A leader
 	// whose node is known dead (the transport's Watch) is replaced within
 	// a lease, not a heartbeat timeout (failover.go); so is one unknown when
 	// the group opens.

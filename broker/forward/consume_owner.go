@@ -116,10 +116,15 @@ type remoteConsumer struct {
 	unsettled map[uint64]struct{} // delivered, not acked (ack mode)
 	sent      uint64              // deliveries put in deliver calls (automatic acks)
 	handed    uint64              // of those, handed to the client, as its node last said
-	calls     int                 // deliver calls in flight
-	batch     uint64              // the number of the next deliver call
-	blocked   bool                // Deliver refused for want of credit: Wake the queue when it comes
-	gone      bool
+	// Automatic acks: the message bytes buffered (bufBytes), and the size
+	// of each message sent and not handed yet, in order (sentSizes, their
+	// sum sentBytes); bufBytes+sentBytes is held to autoAckWindowBytes.
+	bufBytes, sentBytes int
+	sentSizes           []int
+	calls               int    // deliver calls in flight
+	batch               uint64 // the number of the next deliver call
+	blocked             bool   // Deliver refused for want of credit: Wake the queue when it comes
+	gone                bool
 	// draining: cancelled by its node (automatic acks), the deliveries
 	// the queue already counted delivered still go there; drained is
 	// closed when the last deliver call is answered.
@@ -136,10 +141,11 @@ func (rc *remoteConsumer) Deliver(d queue.Delivery) bool {
 		return false
 	}
 	if rc.noAck {
-		if int(rc.sent-rc.handed)+len(rc.buf) >= rc.window {
+		if int(rc.sent-rc.handed)+len(rc.buf) >= rc.window || rc.bytesOut() >= autoAckWindowBytes {
 			rc.blocked = true
 			return false
 		}
+		rc.bufBytes += deliveryBytes(d)
 	} else {
 		if len(rc.unsettled) >= rc.window || len(rc.unsettled) >= rc.prefetchWindow && d.Msg != nil && d.Msg.Expiry != 0 {
 			rc.blocked = true
@@ -195,8 +201,25 @@ func (rc *remoteConsumer) take() ([]queue.Delivery, uint64) {
 	rc.batch++
 	if rc.noAck {
 		rc.sent += uint64(len(batch))
+		for _, d := range batch {
+			rc.sentSizes = append(rc.sentSizes, deliveryBytes(d))
+		}
+		rc.sentBytes += rc.bufBytes
+		rc.bufBytes = 0
 	}
 	return batch, n
+}
+
+// bytesOut is the message bytes of an automatic-ack consumer buffered or
+// sent and not handed to the client. rc.mu held.
+func (rc *remoteConsumer) bytesOut() int { return rc.bufBytes + rc.sentBytes }
+
+// deliveryBytes is what a delivery counts against autoAckWindowBytes.
+func deliveryBytes(d queue.Delivery) int {
+	if d.Msg == nil {
+		return 0
+	}
+	return len(d.Msg.Body) + len(d.Msg.Props)
 }
 
 // credit records that the consumer's node has handed handed deliveries
@@ -209,6 +232,11 @@ func (rc *remoteConsumer) credit(handed uint64) {
 	}
 	wake := false
 	if handed > rc.handed {
+		k := min(int(handed-rc.handed), len(rc.sentSizes))
+		for _, n := range rc.sentSizes[:k] {
+			rc.sentBytes -= n
+		}
+		rc.sentSizes = append(rc.sentSizes[:0], rc.sentSizes[k:]...)
 		rc.handed = handed
 		wake = rc.blocked && !rc.gone
 		if wake {
@@ -460,7 +488,7 @@ func (h *handlers) consume(ctx context.Context, from string, req []byte) ([]byte
 		return nil, badRequest(d.err)
 	}
 	noAck := flags&1 != 0
-	w := window(ackWindowPrefetch(noAck, int(min(prefetch, 1<<31-1))))
+	w := consumerWindow(noAck, int(min(prefetch, 1<<31-1)))
 	rc := &remoteConsumer{h: h, key: consumerKey{from, id}, q: q, noAck: noAck, window: w, prefetchWindow: w, unsettled: map[uint64]struct{}{}}
 	if !noAck && readsAhead(q.Info().Args) {
 		rc.window += readAhead(prefetch)
@@ -527,7 +555,7 @@ func (h *handlers) dropConsumer(rc *remoteConsumer, requeue bool) {
 			seqs = append(seqs, d.Seq)
 		}
 	}
-	rc.buf = nil
+	rc.buf, rc.bufBytes = nil, 0
 	holding := len(rc.unsettled) > 0
 	rc.mu.Unlock()
 	if !holding {

@@ -41,11 +41,19 @@ func (q *feedQueue) Cancel(queue.Consumer) {
 }
 
 // add makes n messages ready, numbered from the seqs already made.
-func (q *feedQueue) add(n int) {
+func (q *feedQueue) add(n int) { q.addSized(n, 0) }
+
+// addSized adds n messages with bodies of size bytes (0: the sequence
+// number's digits).
+func (q *feedQueue) addSized(n, size int) {
 	q.mu.Lock()
 	for range n {
 		seq := uint64(q.delivered + len(q.ready) + 1)
-		q.ready = append(q.ready, queue.Delivery{Msg: &message.Message{Body: []byte(fmt.Sprint(seq))}, Seq: seq, Queue: q})
+		body := []byte(fmt.Sprint(seq))
+		if size > 0 {
+			body = make([]byte, size)
+		}
+		q.ready = append(q.ready, queue.Delivery{Msg: &message.Message{Body: body}, Seq: seq, Queue: q})
 	}
 	q.mu.Unlock()
 }
@@ -149,12 +157,12 @@ func (feedLocal) DeleteQueue(context.Context, string, string, bool, bool) (int, 
 func (feedLocal) NewMessageID() uint64 { return 1 }
 
 // A consumer with automatic acks whose client takes nothing gets at most
-// defaultWindow deliveries from the owner: the rest stay in the owner's
+// autoAckWindow deliveries from the owner: the rest stay in the owner's
 // queue. Once the client takes them, the credit goes back and every
 // message arrives, once and in order.
 func TestAutoAckConsumerThatTakesNothingHoldsAtMostAWindow(t *testing.T) {
 	_, nw, owner, q := consumeSetup(t)
-	const total = 5 * defaultWindow
+	const total = 5 * autoAckWindow
 	owner.add(total)
 	cl := &client{noAck: true}
 	if err := q.Consume(context.Background(), cl, queue.ConsumeOptions{}); err != nil {
@@ -162,10 +170,10 @@ func TestAutoAckConsumerThatTakesNothingHoldsAtMostAWindow(t *testing.T) {
 	}
 	eventually.True(t, 10*time.Second, "a window's deliveries sent", func() bool {
 		_, delivered := owner.counts()
-		return delivered == defaultWindow
+		return delivered == autoAckWindow
 	})
 	eventually.Holds(t, 300*time.Millisecond, "no more than a window while the client takes nothing", func() error {
-		if ready, delivered := owner.counts(); delivered != defaultWindow || ready != total-defaultWindow {
+		if ready, delivered := owner.counts(); delivered != autoAckWindow || ready != total-autoAckWindow {
 			return fmt.Errorf("%d delivered, %d ready", delivered, ready)
 		}
 		return nil
@@ -184,6 +192,42 @@ func TestAutoAckConsumerThatTakesNothingHoldsAtMostAWindow(t *testing.T) {
 	}
 	if n := nw.count(methodCredit); n == 0 {
 		t.Fatal("no credit call: the owner sent more without the client's word")
+	}
+}
+
+// Large messages: an automatic-ack consumer whose client takes nothing
+// gets at most autoAckWindowBytes of them from the owner, not a window of
+// messages whatever their size; once the client reads, every one arrives
+// in order.
+func TestAutoAckConsumerThatTakesNothingHoldsAtMostItsWindowBytes(t *testing.T) {
+	_, _, owner, q := consumeSetup(t)
+	const size = 64 << 10
+	const held = autoAckWindowBytes / size
+	const total = 3 * held
+	owner.addSized(total, size)
+	cl := &client{noAck: true}
+	if err := q.Consume(context.Background(), cl, queue.ConsumeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, 10*time.Second, "a window's bytes sent", func() bool {
+		_, delivered := owner.counts()
+		return delivered == held
+	})
+	eventually.Holds(t, 300*time.Millisecond, "no more than the window's bytes while the client takes nothing", func() error {
+		if ready, delivered := owner.counts(); delivered != held || ready != total-held {
+			return fmt.Errorf("%d delivered, %d ready", delivered, ready)
+		}
+		return nil
+	})
+	cl.reading.Store(true)
+	q.Wake(cl)
+	eventually.True(t, 10*time.Second, "every message received", func() bool {
+		return len(cl.seqs()) == total
+	})
+	for i, s := range cl.seqs() {
+		if s != uint64(i+1) {
+			t.Fatalf("delivery %d is message %d", i, s)
+		}
 	}
 }
 

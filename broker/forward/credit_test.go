@@ -44,7 +44,7 @@ func TestAutoAckConsumerGetsEveryMessageAfterACreditCallFails(t *testing.T) {
 	t.Cleanup(c.Close)
 	q := c.Queue(owner.info, "b").(*Queue)
 
-	const total = 3 * defaultWindow
+	const total = 3 * autoAckWindow
 	owner.add(total)
 	cl := &client{noAck: true}
 	if err := q.Consume(context.Background(), cl, queue.ConsumeOptions{}); err != nil {
@@ -52,7 +52,7 @@ func TestAutoAckConsumerGetsEveryMessageAfterACreditCallFails(t *testing.T) {
 	}
 	eventually.True(t, 10*time.Second, "a window's deliveries sent", func() bool {
 		_, delivered := owner.counts()
-		return delivered == defaultWindow
+		return delivered == autoAckWindow
 	})
 	// Every deliver call answered (handed 0): the owner waits for credit.
 	eventually.True(t, 10*time.Second, "the window is on the consumer's node", func() bool {
@@ -62,7 +62,7 @@ func TestAutoAckConsumerGetsEveryMessageAfterACreditCallFails(t *testing.T) {
 			s.mu.Lock()
 			n := len(s.pending)
 			s.mu.Unlock()
-			return n == defaultWindow
+			return n == autoAckWindow
 		}
 		return false
 	})
@@ -78,7 +78,7 @@ func TestAutoAckConsumerGetsEveryMessageAfterACreditCallFails(t *testing.T) {
 // consumers: not one message per round trip through the owner.
 func TestAutoAckConsumerIgnoresPrefetchForItsWindow(t *testing.T) {
 	_, nw, owner, q := consumeSetup(t)
-	const total = 3 * defaultWindow
+	const total = 3 * autoAckWindow
 	owner.add(total)
 	cl := &client{noAck: true}
 	if err := q.Consume(context.Background(), cl, queue.ConsumeOptions{Prefetch: 1}); err != nil {
@@ -86,14 +86,14 @@ func TestAutoAckConsumerIgnoresPrefetchForItsWindow(t *testing.T) {
 	}
 	eventually.True(t, 10*time.Second, "a window's deliveries sent before the client takes any", func() bool {
 		_, delivered := owner.counts()
-		return delivered == defaultWindow
+		return delivered == autoAckWindow
 	})
 	cl.reading.Store(true)
 	q.Wake(cl)
 	eventually.True(t, 10*time.Second, "every message received", func() bool {
 		return len(cl.seqs()) == total
 	})
-	if n := nw.count(methodCredit); n > total/defaultWindow*4+4 {
+	if n := nw.count(methodCredit); n > total/autoAckWindow*4+4 {
 		t.Fatalf("%d credit calls for %d messages: credit given per message", n, total)
 	}
 }

@@ -92,6 +92,7 @@ type GRPCNetwork struct {
 	watch watchers
 	heard *heard
 	bufs  *bufPool // gRPC's buffers, both ways (bufpool.go)
+	calls *callTimes
 
 	secret      [sha256.Size]byte
 	maxMsg      int
@@ -143,7 +144,7 @@ func NewGRPC(cfg Config) (*GRPCNetwork, error) {
 		log: cfg.Logger.With("component", "cluster-transport"), cfg: cfg, ln: ln,
 		secret: sha256.Sum256([]byte(cfg.Secret)), maxMsg: cfg.MaxMessageBytes, maxSnapshot: 1 << 40,
 		ctx: ctx, cancel: cancel, addrs: map[string]string{}, peers: map[string]*peerConn{}, heard: newHeard(),
-		bufs: &bufPool{},
+		bufs: &bufPool{}, calls: newCallTimes(),
 	}
 	n.core = newCore(cfg.Node, n, cfg.RPCTimeout)
 	opts := []grpc.ServerOption{
@@ -290,6 +291,8 @@ func (n *GRPCNetwork) Call(ctx context.Context, node, method string, req []byte)
 	if node == n.core.node {
 		return n.core.serveCall(ctx, node, method, req)
 	}
+	start := time.Now()
+	defer n.calls.since(method, start)
 	l, err := n.callLink(ctx, node, req)
 	if err != nil {
 		return nil, err
@@ -309,7 +312,9 @@ func (n *GRPCNetwork) Send(ctx context.Context, node, method string, req []byte,
 		sendSelf(ctx, n.core, method, req, done)
 		return nil
 	}
+	start := time.Now()
 	answer := func(resp *pb.Message, err error) {
+		n.calls.since(method, start)
 		if err != nil {
 			done(nil, err)
 			return

@@ -23,10 +23,22 @@ func TestCollectorCountsTraffic(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	sent := make(chan error, 1)
+	if err := a.Send(t.Context(), "b", "echo", []byte("y"), func(_ []byte, err error) { sent <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(a.Collector())
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 5 {
-		t.Fatalf("metrics gathered: %d, %v; want 5", n, err)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 6 {
+		t.Fatalf("metrics gathered: %d, %v; want 6", n, err)
+	}
+	// Every call's round trip is in the method's histogram (the Send's
+	// once its answer came).
+	if count, sum := callHistogram(t, reg, "echo"); count != 6 || sum <= 0 {
+		t.Fatalf("echo's call durations: %d observations summing to %gs; want 6 and more than 0", count, sum)
 	}
 	s := a.Stats()
 	if s.MessagesSent < 5 || s.MessagesReceived < 5 || s.FramesSent == 0 || s.FramesSent > s.MessagesSent || s.FramesReceived > s.MessagesReceived {
@@ -45,6 +57,29 @@ warren_cluster_frames_received_total ` + itoa(s.FramesReceived) + `
 	if err := testutil.GatherAndCompare(reg, want, "warren_cluster_messages_sent_total", "warren_cluster_frames_received_total"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// callHistogram returns the observations and their sum of method's
+// warren_cluster_call_duration_seconds in reg.
+func callHistogram(t *testing.T, reg *prometheus.Registry, method string) (uint64, float64) {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "warren_cluster_call_duration_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "method" && l.GetValue() == method {
+					return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+				}
+			}
+		}
+	}
+	return 0, 0
 }
 
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }

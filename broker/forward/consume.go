@@ -20,8 +20,8 @@ import (
 // gives a consumer that acks at most its prefetch (or defaultWindow)
 // deliveries unsettled, and a settlement through the proxy gives the
 // credit back; one with automatic acks (whatever its prefetch, as in
-// RabbitMQ) at most autoAckWindow (and autoAckWindowBytes) that this node has not handed to its
-// client yet, and the sub gives that credit
+// RabbitMQ) at most autoAckWindow (and autoAckWindowBytes) that this node
+// has not handed to its client yet, and the sub gives that credit
 // back as the client takes them (in each deliver call's answer, and with
 // a "forward.credit" call when the client takes them later, once its
 // socket drains). A client that does not read leaves the messages in the
@@ -45,7 +45,8 @@ const defaultWindow = 1000
 // autoAckWindow and autoAckWindowBytes bound the deliveries of an
 // automatic-ack consumer that its node has not handed to the client yet:
 // at most autoAckWindow messages, and no more once autoAckWindowBytes of
-// message bytes are out (one message goes out whatever its size). The
+// message bytes are out (one message goes whatever its size, so the bytes
+// out may pass the bound by one message). The
 // window is what is on its way while the consumer's node hands the
 // client what came before, so it sets the rate a consumer on another node
 // gets: at 1,000 the owner waited for credit (about 3.5 ms a round trip
@@ -179,12 +180,14 @@ func (s *sub) held() []uint64 {
 }
 
 // giveCredit tells the owner, in the background, how many deliveries the
-// client has taken once that is creditBatch more than it was told, one
-// call at a time: what the client takes while a call is under way goes
-// with the next. A client that reads slowly so gets its deliveries in
-// batches of a quarter window, not a call for every few it takes. (The
-// owner never waits for less: it stops at a full window, and a window is
-// at least a creditBatch.) s.mu held.
+// client has taken once that is creditBatch more than it was told (or a
+// quarter of autoAckWindowBytes more: creditDue), one call at a time: what
+// the client takes while a call is under way goes with the next. A client
+// that reads slowly so gets its deliveries in batches of a quarter window,
+// not a call for every few it takes. (The owner never waits for less: it
+// stops at a full window, a window is at least a creditBatch, and at
+// autoAckWindowBytes, four times the bytes that make credit due.) s.mu
+// held.
 func (s *sub) giveCredit() {
 	if s.crediting || s.gone || !s.creditDue() {
 		return
@@ -267,7 +270,7 @@ func (q *Queue) Consume(ctx context.Context, c queue.Consumer, opts queue.Consum
 	if opts.Exclusive {
 		flags |= 2
 	}
-	req := appendQueueRef(nil, q.info.Vhost, q.info.Name)
+	req := appendVersionedQueueRef(nil, consumeVersion, q.info.Vhost, q.info.Name)
 	req = binary.BigEndian.AppendUint64(req, s.id)
 	req = append(req, flags)
 	req = binary.BigEndian.AppendUint64(req, uint64(int64(opts.Priority)))

@@ -24,9 +24,9 @@ type consumerKey struct {
 	id   uint64
 }
 
-// window is the deliveries the owner lets a consumer with prefetch
-// prefetch (0: none) hold: unsettled, or with automatic acks not yet
-// handed to the client.
+// window is the deliveries the owner lets a consumer that acks, with
+// prefetch prefetch (0: none), hold unsettled (an automatic-ack
+// consumer's is autoAckWindow: consumerWindow).
 func window(prefetch uint32) int {
 	if prefetch == 0 {
 		return defaultWindow
@@ -91,10 +91,10 @@ const maxDeliverCalls = 4
 // queue.Consumer that sends its deliveries there.
 //
 // Its credit: a consumer that acks holds at most window deliveries
-// unsettled (sent or not); one with automatic acks at most window that
-// its node has not handed to the client yet (sent - handed), so a client
-// that does not read leaves the messages in the queue, not in its node's
-// memory.
+// unsettled (sent or not); one with automatic acks at most window (and
+// autoAckWindowBytes: hasRoom) that its node has not handed to the client
+// yet (sent - handed), so a client that does not read leaves the messages
+// in the queue, not in its node's memory.
 type remoteConsumer struct {
 	h      *handlers
 	key    consumerKey
@@ -118,7 +118,8 @@ type remoteConsumer struct {
 	handed    uint64              // of those, handed to the client, as its node last said
 	// Automatic acks: the message bytes buffered (bufBytes), and the size
 	// of each message sent and not handed yet, in order (sentSizes, their
-	// sum sentBytes); bufBytes+sentBytes is held to autoAckWindowBytes.
+	// sum sentBytes); bufBytes+sentBytes is held to autoAckWindowBytes
+	// (hasRoom).
 	bufBytes, sentBytes int
 	sentSizes           []int
 	calls               int    // deliver calls in flight
@@ -141,7 +142,7 @@ func (rc *remoteConsumer) Deliver(d queue.Delivery) bool {
 		return false
 	}
 	if rc.noAck {
-		if int(rc.sent-rc.handed)+len(rc.buf) >= rc.window || rc.bytesOut() >= autoAckWindowBytes {
+		if !rc.hasRoom() {
 			rc.blocked = true
 			return false
 		}
@@ -202,17 +203,23 @@ func (rc *remoteConsumer) take() ([]queue.Delivery, uint64) {
 	if rc.noAck {
 		rc.sent += uint64(len(batch))
 		for _, d := range batch {
-			rc.sentSizes = append(rc.sentSizes, deliveryBytes(d))
+			n := deliveryBytes(d)
+			rc.sentSizes = append(rc.sentSizes, n)
+			rc.sentBytes += n
 		}
-		rc.sentBytes += rc.bufBytes
 		rc.bufBytes = 0
 	}
 	return batch, n
 }
 
-// bytesOut is the message bytes of an automatic-ack consumer buffered or
-// sent and not handed to the client. rc.mu held.
-func (rc *remoteConsumer) bytesOut() int { return rc.bufBytes + rc.sentBytes }
+// hasRoom reports whether an automatic-ack consumer may take another
+// delivery: fewer than its window of deliveries, and fewer than
+// autoAckWindowBytes of message bytes, buffered or sent and not handed to
+// the client (so at most the byte bound plus one message are out: one
+// message goes whatever its size). rc.mu held.
+func (rc *remoteConsumer) hasRoom() bool {
+	return int(rc.sent-rc.handed)+len(rc.buf) < rc.window && rc.bufBytes+rc.sentBytes < autoAckWindowBytes
+}
 
 // deliveryBytes is what a delivery counts against autoAckWindowBytes.
 func deliveryBytes(d queue.Delivery) int {
@@ -236,9 +243,15 @@ func (rc *remoteConsumer) credit(handed uint64) {
 		for _, n := range rc.sentSizes[:k] {
 			rc.sentBytes -= n
 		}
-		rc.sentSizes = append(rc.sentSizes[:0], rc.sentSizes[k:]...)
+		if k == len(rc.sentSizes) {
+			rc.sentSizes, rc.sentBytes = rc.sentSizes[:0], 0
+		} else {
+			rc.sentSizes = rc.sentSizes[k:] // append reallocates past the end
+		}
 		rc.handed = handed
-		wake = rc.blocked && !rc.gone
+		// Woken only when the window has room again (a large message
+		// let in at the byte bound may take several credits).
+		wake = rc.blocked && !rc.gone && rc.hasRoom()
 		if wake {
 			rc.blocked = false
 		}

@@ -51,9 +51,9 @@
 // defaultWindow) unsettled, plus, from a prefetch of readAheadMinPrefetch
 // up, as much again read ahead (held on the consumer's node until the
 // client's prefetch lets it through), and a settlement gives the credit
-// back; with automatic acks, at most
-// autoAckWindow (and autoAckWindowBytes) its node has not handed to the client yet, and that node
-// gives the credit back as the client's socket takes them (in a deliver
+// back; with automatic acks, at most autoAckWindow (and
+// autoAckWindowBytes) its node has not handed to the client yet, and that
+// node gives the credit back as the client's socket takes them (in a deliver
 // call's answer, or with "forward.credit"), so a client that does not
 // read leaves the backlog in the owner's queue. The consumer's node down, or a
 // delivery it refuses to take, cancels the consumer on the owner and

@@ -22,6 +22,14 @@ import (
 // carried one).
 const settleVersion = 2
 
+// consumeVersion is forward.consume's: its queue reference as every
+// one-queue request's. Version 2: the owner holds an automatic-ack
+// consumer to autoAckWindowBytes as well as autoAckWindow, and the
+// consumer's node gives credit after a quarter of those bytes too (a node
+// of version 1 would give none by bytes, and its consumer would stall on
+// an owner of version 2); the deliver and credit layouts are unchanged.
+const consumeVersion = 2
+
 // requestVersion is the layout version of method's requests.
 func requestVersion(method string) byte {
 	switch method {
@@ -29,6 +37,8 @@ func requestVersion(method string) byte {
 		return publishVersion
 	case methodSettle:
 		return settleVersion
+	case methodConsume:
+		return consumeVersion
 	default:
 		return wireVersion
 	}

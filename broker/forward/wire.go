@@ -122,7 +122,13 @@ func decodePublishes(b []byte) (publishes, error) {
 // queueRef is the request of a one-queue operation: vhost(2+n) queue(2+n)
 // then the operation's own fields.
 func appendQueueRef(b []byte, vhost, name string) []byte {
-	b = append(b, wireVersion)
+	return appendVersionedQueueRef(b, wireVersion, vhost, name)
+}
+
+// appendVersionedQueueRef is appendQueueRef for a request of its own
+// version (requestVersion).
+func appendVersionedQueueRef(b []byte, version byte, vhost, name string) []byte {
+	b = append(b, version)
 	return appendString(appendString(b, vhost), name)
 }
 

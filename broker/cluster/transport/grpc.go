@@ -291,13 +291,13 @@ func (n *GRPCNetwork) Call(ctx context.Context, node, method string, req []byte)
 	if node == n.core.node {
 		return n.core.serveCall(ctx, node, method, req)
 	}
-	start := time.Now()
-	defer n.calls.since(method, start)
 	l, err := n.callLink(ctx, node, req)
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	resp, err := l.roundTrip(ctx, callMessage(method, req))
+	n.calls.since(method, start)
 	if err != nil {
 		return nil, err
 	}

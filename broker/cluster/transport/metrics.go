@@ -49,13 +49,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // callTimes is the round trip of the calls this node makes to others, by
-// method: from the Call or Send to its answer (or error). It is where the
-// time of a request that crosses nodes goes (a forwarded publish's
-// confirm waits for its forward.publish call), and, against the owner's
-// own handling, what the network and the two nodes' schedulers add.
+// method: from the request queued for the peer to its answer (or the
+// call's failure: its timeout, the link lost). It is where the time of a
+// request that crosses nodes goes (a forwarded publish's confirm waits for
+// its forward.publish call), and, against the owner's own handling, what
+// the network and the two nodes' schedulers add. Methods are the callers'
+// constants (never a client's or a peer's string), so the label's values
+// are few.
 type callTimes struct {
 	vec *prometheus.HistogramVec
-	by  sync.Map // method -> prometheus.Observer: no label lookup per call
+	mu  sync.RWMutex
+	by  map[string]prometheus.Observer // no label lookup per call
 }
 
 func newCallTimes() *callTimes {
@@ -65,14 +69,19 @@ func newCallTimes() *callTimes {
 		// 25 µs to about 3.3 s: a call between nodes of one machine takes
 		// a few hundred µs, one with a durable write several ms.
 		Buckets: prometheus.ExponentialBuckets(25e-6, 2, 18),
-	}, []string{"method"})}
+	}, []string{"method"}), by: map[string]prometheus.Observer{}}
 }
 
 // since records a call of method started at start.
 func (t *callTimes) since(method string, start time.Time) {
-	o, ok := t.by.Load(method)
-	if !ok {
-		o, _ = t.by.LoadOrStore(method, t.vec.WithLabelValues(method))
+	t.mu.RLock()
+	o := t.by[method]
+	t.mu.RUnlock()
+	if o == nil {
+		o = t.vec.WithLabelValues(method)
+		t.mu.Lock()
+		t.by[method] = o
+		t.mu.Unlock()
 	}
-	o.(prometheus.Observer).Observe(time.Since(start).Seconds())
+	o.Observe(time.Since(start).Seconds())
 }

@@ -11,7 +11,11 @@
 #                 queue held by node 1: the client on node 1 (the owner),
 #                 then on node 2 (its traffic forwarded to node 1); the
 #                 ratio is non-owner / owner. Owner and non-owner runs
-#                 alternate, BENCH_PASSES times.
+#                 alternate, BENCH_PASSES times. With each: the three
+#                 brokers' CPU a message (the host's noise moves rates more
+#                 than it moves this), and the mean round trip of node 2's
+#                 forward.publish calls (what a confirm through another
+#                 node waits for).
 #
 # Environment: BENCH_DURATION=15 (seconds per PerfTest run), BENCH_PASSES=2,
 # BENCH_IDLE=30, BENCH_SCENARIOS=s1,s5, BENCH_WRITE_DOCS=0 (1: append the
@@ -84,24 +88,49 @@ log "declares: $declares/s on node $follower ($leader leads the metadata)"
 # s1 and s5 against a queue on node 1, from node 1 and from node 2.
 declare -A SCEN=([s1]="-x 1 -y 1 -s 12 -a" [s5]="-x 1 -y 1 -q 100 -c 100")
 curl -sf -u guest:guest -X PUT -H 'content-type: application/json' -d '{"durable":true}' "$(api 1)/api/queues/%2F/bench-q" >/dev/null
-perftest() { # NODE SCENARIO: PerfTest's receiving rate, 0 when it failed
-	local out
+# perftest NODE SCENARIO: PerfTest's receiving rate (0 when it failed) and
+# the three brokers' CPU a message over the run (µs, from /proc ticks).
+perftest() {
+	local out t0 t1 rate
+	# What an earlier run left in the queue is not this run's to count.
+	curl -sf -u guest:guest -X DELETE "$(api 1)/api/queues/%2F/bench-q/contents" >/dev/null || true
+	t0=$(ticks)
 	out=$(java -Xms256m -Xmx1g -cp "$CACHE/perftest/lib/*" com.rabbitmq.perf.PerfTest -h "$(amqp "$1")" \
 		${SCEN[$2]} -u bench-q -p -z "$DURATION" 2>&1 || true)
-	grep -o 'receiving rate avg: [0-9]*' <<<"$out" | grep -o '[0-9]*$' || echo 0
+	t1=$(ticks)
+	rate=$(grep -o 'receiving rate avg: [0-9]*' <<<"$out" | grep -o '[0-9]*$' || echo 0)
+	awk -v r="$rate" -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v s="$DURATION" \
+		'BEGIN{ printf "%d %.2f\n", r, (r > 0 ? d / hz * 1e6 / (r * s) : 0) }'
+}
+# calls NODE METHOD: the sum (s) and count of the node's calls of METHOD
+# to other nodes (warren_cluster_call_duration_seconds); "- -" when the
+# metrics could not be read.
+calls() {
+	local m
+	m=$(curl -sf "http://127.0.0.1:$((15701 + $1))/metrics") || { echo "- -"; return; }
+	awk -v m="method=\"$2\"" '
+		index($0, "warren_cluster_call_duration_seconds_sum{") == 1 && index($0, m) { s = $2 }
+		index($0, "warren_cluster_call_duration_seconds_count{") == 1 && index($0, m) { n = $2 }
+		END { printf "%.9f %d\n", s + 0, n + 0 }' <<<"$m"
 }
 rows=""
 for sc in ${SCENARIOS//,/ }; do
-	own=0 fwd=0
+	own=0 fwd=0 owncpu=0 fwdcpu=0
+	read -r s0 n0 < <(calls 2 forward.publish)
 	for pass in $(seq 1 "$PASSES"); do
-		o=$(perftest 1 "$sc")
-		f=$(perftest 2 "$sc")
-		log "$sc pass $pass: owner $o msg/s, non-owner $f msg/s"
+		read -r o oc < <(perftest 1 "$sc")
+		read -r f fc < <(perftest 2 "$sc")
+		log "$sc pass $pass: owner $o msg/s ($oc µs of broker CPU a message), non-owner $f msg/s ($fc µs)"
 		own=$((own + o)) fwd=$((fwd + f))
+		owncpu=$(awk -v a="$owncpu" -v b="$oc" 'BEGIN{ print a + b }') fwdcpu=$(awk -v a="$fwdcpu" -v b="$fc" 'BEGIN{ print a + b }')
 	done
+	read -r s1 n1 < <(calls 2 forward.publish)
 	own=$((own / PASSES)) fwd=$((fwd / PASSES))
 	ratio=$(awk -v a="$fwd" -v b="$own" 'BEGIN{ if (b > 0) printf "%.0f%%", a / b * 100; else print "-" }')
+	cpu=$(awk -v a="$owncpu" -v b="$fwdcpu" -v p="$PASSES" 'BEGIN{ printf "%.2f / %.2f", a / p, b / p }')
+	rtt=$(awk -v s="$s0" -v S="$s1" -v n="$n0" -v N="$n1" 'BEGIN{ if (s != "-" && S != "-" && N > n) printf "%.0f µs", (S - s) / (N - n) * 1e6; else print "-" }')
 	rows+="| $sc: client on the owner / on another node (msg/s) | $own / $fwd | $ratio (target ≥ 80%) |"$'\n'
+	rows+="| $sc: the brokers' CPU a message, owner / other node (µs); forward.publish round trip (mean) | $cpu; $rtt | |"$'\n'
 done
 table="| three-node cluster, $(date -u +%F), $(nproc) CPUs | figure | target |
 | --- | --- | --- |

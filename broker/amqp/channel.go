@@ -420,7 +420,7 @@ func (ch *channel) queueBind(ctx context.Context, qname, exchange, key string, a
 	if err := ch.access(meta.Read, "exchange", exchange); err != nil {
 		return err
 	}
-	if _, err := ch.c.vh.QueueRecord(qname, ch.c.id); err != nil {
+	if _, err := ch.c.vh.QueueRecord(ctx, qname, ch.c.id); err != nil {
 		return fromErr(err)
 	}
 	b := routing.Binding{Source: exchange, Destination: qname, Key: key, Args: args}
@@ -445,7 +445,7 @@ func (ch *channel) queuePurge(ctx context.Context, m *wire.QueuePurge) error {
 	if err := ch.access(meta.Read, "queue", m.Queue); err != nil {
 		return err
 	}
-	q, err := ch.c.vh.Queue(m.Queue, ch.c.id)
+	q, err := ch.c.vh.Queue(ctx, m.Queue, ch.c.id)
 	if err != nil {
 		return fromErr(err)
 	}

@@ -411,7 +411,7 @@ func (ch *channel) basicConsume(ctx context.Context, m *wire.BasicConsume) error
 	if err := ch.access(meta.Read, "queue", m.Queue); err != nil {
 		return err
 	}
-	q, err := ch.c.vh.Queue(m.Queue, ch.c.id)
+	q, err := ch.c.vh.Queue(ctx, m.Queue, ch.c.id)
 	if err != nil {
 		return fromErr(err)
 	}
@@ -465,7 +465,7 @@ func (ch *channel) basicGet(ctx context.Context, m *wire.BasicGet) error {
 	if err := ch.access(meta.Read, "queue", m.Queue); err != nil {
 		return err
 	}
-	q, err := ch.c.vh.Queue(m.Queue, ch.c.id)
+	q, err := ch.c.vh.Queue(ctx, m.Queue, ch.c.id)
 	if err != nil {
 		return fromErr(err)
 	}

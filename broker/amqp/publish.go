@@ -196,7 +196,7 @@ func (ch *channel) route(ctx context.Context, msg *message.Message, mandatory bo
 		return ch.routeReply(msg, mandatory)
 	}
 	var buf [4]queue.Queue
-	qs, err := ch.c.vh.Route(msg.Exchange, msg.RoutingKey, headers, buf[:0])
+	qs, err := ch.c.vh.Route(ctx, msg.Exchange, msg.RoutingKey, headers, buf[:0])
 	if err != nil {
 		return fromErr(err)
 	}
@@ -504,7 +504,7 @@ func (ch *channel) txCommit(ctx context.Context) error {
 			}
 			continue
 		}
-		qs, err := ch.c.vh.Route(p.msg.Exchange, p.msg.RoutingKey, p.headers, buf[:0])
+		qs, err := ch.c.vh.Route(ctx, p.msg.Exchange, p.msg.RoutingKey, p.headers, buf[:0])
 		if err != nil {
 			w.mu.Unlock()
 			return fromErr(err)

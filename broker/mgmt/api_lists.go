@@ -64,7 +64,7 @@ func (s *Server) listQueueBindings(w http.ResponseWriter, r *http.Request, u cal
 		return
 	}
 	name := pv(r, "name")
-	if _, err := v.Queue(name, 0); err != nil {
+	if _, err := v.Queue(r.Context(), name, 0); err != nil {
 		writeErr(w, err)
 		return
 	}

@@ -62,7 +62,7 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, u caller) {
 	if !s.allowed(w, u, v.Name(), meta.Read, "queue", name) {
 		return
 	}
-	q, err := v.Queue(name, apiOwner)
+	q, err := v.Queue(r.Context(), name, apiOwner)
 	if err != nil {
 		writeErr(w, err)
 		return

@@ -100,7 +100,7 @@ func (s *Server) publishMessage(w http.ResponseWriter, r *http.Request, u caller
 		writeErr(w, fmt.Errorf("%w: %v", errBadRequest, err))
 		return
 	}
-	qs, err := v.Route(exchange, body.RoutingKey, props.Headers, nil)
+	qs, err := v.Route(r.Context(), exchange, body.RoutingKey, props.Headers, nil)
 	if err != nil {
 		writeErr(w, err)
 		return

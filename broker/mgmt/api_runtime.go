@@ -98,7 +98,7 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, u caller) {
 	name := pv(r, "name")
 	// A queue another node holds is that node's to describe (the vhost
 	// may hand out a forwarding proxy for it, without its figures).
-	rec, err := v.QueueRecord(name, 0)
+	rec, err := v.QueueRecord(r.Context(), name, 0)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -112,7 +112,7 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, u caller) {
 		writeJSON(w, http.StatusOK, body)
 		return
 	}
-	q, err := v.Queue(name, 0)
+	q, err := v.Queue(r.Context(), name, 0)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -185,7 +185,7 @@ func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, u caller) {
 	if !s.allowed(w, u, v.Name(), meta.Read, "queue", pv(r, "name")) {
 		return
 	}
-	q, err := v.Queue(pv(r, "name"), apiOwner)
+	q, err := v.Queue(r.Context(), pv(r, "name"), apiOwner)
 	if err != nil {
 		writeErr(w, err)
 		return

@@ -27,7 +27,7 @@ func BenchmarkStreamAMQPConsumeOverSocket(b *testing.B) {
 		b.Fatal(err)
 	}
 	vh, _ := n.Broker.Vhost("/")
-	q, err := vh.Queue("bench", 0)
+	q, err := vh.Queue(b.Context(), "bench", 0)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func (c *conn) stream(name string) (*streamState, uint16) {
 // locate finds a stream: on this node (its state, node ""), on another
 // member (nil, that member's name, codeOK: see cluster.go), or not at all.
 func (c *conn) locate(name string) (*streamState, string, uint16) {
-	q, err := c.vh.Queue(name, 0)
+	q, err := c.vh.Queue(c.ctx, name, 0)
 	if err != nil {
 		return nil, "", proto.CodeStreamDoesNotExist
 	}
@@ -79,7 +79,7 @@ func (c *conn) createStream(name string, arguments map[string]string) uint16 {
 }
 
 func (c *conn) declareStream(name string, args map[string]any) uint16 {
-	if _, err := c.vh.Queue(name, 0); err == nil {
+	if _, err := c.vh.Queue(c.ctx, name, 0); err == nil {
 		return proto.CodeStreamAlreadyExists
 	}
 	_, created, err := c.vh.DeclareQueue(c.ctx, vhost.QueueDecl{Name: name, Durable: true, Args: args})
@@ -164,7 +164,7 @@ func (c *conn) createSuperStream(m *proto.CreateSuperStream) uint16 {
 		return proto.CodeStreamAlreadyExists
 	}
 	for _, p := range m.Partitions {
-		if _, err := c.vh.Queue(p, 0); err == nil {
+		if _, err := c.vh.Queue(c.ctx, p, 0); err == nil {
 			return proto.CodeStreamAlreadyExists
 		}
 	}

@@ -132,7 +132,7 @@ func BenchmarkPublishConfirmRaw(b *testing.B) {
 func fill(b *testing.B, n *brokertest.Node, total, perChunk int) {
 	b.Helper()
 	vh, _ := n.Vhost("/")
-	q, err := vh.Queue("bench", 0)
+	q, err := vh.Queue(b.Context(), "bench", 0)
 	must(b, err)
 	log := q.(*queue.Stream).Log()
 	enc, _ := amqp.NewMessage(body12).MarshalBinary()

@@ -106,7 +106,7 @@ func (v *Vhost) DeleteExchange(ctx context.Context, name string, ifUnused bool) 
 // Bind adds a binding; source and destination must exist. It is a
 // metadata write; the routing table follows the event.
 func (v *Vhost) Bind(ctx context.Context, b routing.Binding) error {
-	if err := v.checkBinding(b); err != nil {
+	if err := v.checkBinding(ctx, b); err != nil {
 		return err
 	}
 	if err := v.cfg.Meta.PutBinding(ctx, bindingToMeta(v.cfg.Name, b)); err != nil {
@@ -117,7 +117,7 @@ func (v *Vhost) Bind(ctx context.Context, b routing.Binding) error {
 
 // Unbind removes a binding (an absent one is no error).
 func (v *Vhost) Unbind(ctx context.Context, b routing.Binding) error {
-	if err := v.checkBinding(b); err != nil {
+	if err := v.checkBinding(ctx, b); err != nil {
 		return err
 	}
 	if err := v.cfg.Meta.DeleteBinding(ctx, bindingToMeta(v.cfg.Name, b)); err != nil {
@@ -127,7 +127,7 @@ func (v *Vhost) Unbind(ctx context.Context, b routing.Binding) error {
 }
 
 // checkBinding validates both ends.
-func (v *Vhost) checkBinding(b routing.Binding) error {
+func (v *Vhost) checkBinding(ctx context.Context, b routing.Binding) error {
 	if _, ok := v.routes.Exchange(b.Source); !ok {
 		return errorf(ErrNotFound, "no exchange '%s' in vhost '%s'", b.Source, v.cfg.Name)
 	}
@@ -140,7 +140,13 @@ func (v *Vhost) checkBinding(b routing.Binding) error {
 		}
 		return nil
 	}
-	if e, ok := v.entry(b.Destination); !ok || !v.held(e) {
+	e, ok := v.entry(b.Destination)
+	if !ok {
+		return errorf(ErrNotFound, "no queue '%s' in vhost '%s'", b.Destination, v.cfg.Name)
+	}
+	if held, err := v.held(ctx, e); err != nil {
+		return err
+	} else if !held {
 		return errorf(ErrNotFound, "no queue '%s' in vhost '%s'", b.Destination, v.cfg.Name)
 	}
 	return nil
@@ -150,7 +156,9 @@ func (v *Vhost) checkBinding(b routing.Binding) error {
 // Routing reads the lock-free snapshot; the queue lookup takes a read lock.
 // A queue another node holds is its proxy (Config.Remote); without one,
 // dst has the local queues and the error is an ErrRemote naming the node.
-func (v *Vhost) Route(exchange, key string, headers map[string]any, dst []queue.Queue) ([]queue.Queue, error) {
+// A queue still opening is waited for, at most until ctx ends (ctx's
+// error then, with dst as routed so far).
+func (v *Vhost) Route(ctx context.Context, exchange, key string, headers map[string]any, dst []queue.Queue) ([]queue.Queue, error) {
 	var namesBuf [8]string
 	names, err := v.routes.Route(exchange, key, headers, namesBuf[:0])
 	if err != nil {
@@ -179,8 +187,11 @@ func (v *Vhost) Route(exchange, key string, headers map[string]any, dst []queue.
 	// A queue declared a moment ago may still be opening: the publish
 	// waits for it rather than miss it.
 	for _, e := range opening {
-		if q, _ := e.wait(context.Background()); q != nil {
-			dst = append(dst, q)
+		if err := v.waitOpen(ctx, e); err != nil {
+			return dst, err
+		}
+		if e.q != nil {
+			dst = append(dst, e.q)
 		}
 	}
 	if remote != nil {

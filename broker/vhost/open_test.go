@@ -12,6 +12,7 @@ import (
 	"github.com/warrenmq/warren/broker/brokertest/goroutines"
 	"github.com/warrenmq/warren/broker/meta"
 	"github.com/warrenmq/warren/broker/queue"
+	"github.com/warrenmq/warren/broker/routing"
 )
 
 // A queue the metadata records is opened off the store's apply goroutine:
@@ -55,7 +56,7 @@ func TestQueueOpensOffTheApplyGoroutine(t *testing.T) {
 	}
 	routed := make(chan []queue.Queue, 1)
 	go func() {
-		qs, err := v.Route("", "slow", nil, nil)
+		qs, err := v.Route(t.Context(), "", "slow", nil, nil)
 		if err != nil {
 			t.Error(err)
 		}
@@ -68,6 +69,26 @@ func TestQueueOpensOffTheApplyGoroutine(t *testing.T) {
 		return nil
 	})
 
+	// A lookup that may wait no longer ends with its context, not with
+	// the open, and says so (not "no queue").
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	for _, c := range []struct {
+		name string
+		call func() error
+	}{
+		{"Queue", func() error { _, err := v.Queue(short, "slow", 0); return err }},
+		{"QueueRecord", func() error { _, err := v.QueueRecord(short, "slow", 0); return err }},
+		{"Route", func() error { _, err := v.Route(short, "", "slow", nil, nil); return err }},
+		{"Bind", func() error {
+			return v.Bind(short, routing.Binding{Source: "amq.direct", Destination: "slow", Key: "k"})
+		}},
+	} {
+		if err := c.call(); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s of a queue still opening, past its deadline: %v, want the deadline's error", c.name, err)
+		}
+	}
+
 	close(release)
 	if err := <-declared; err != nil {
 		t.Fatalf("declare of the slow queue: %v", err)
@@ -78,7 +99,7 @@ func TestQueueOpensOffTheApplyGoroutine(t *testing.T) {
 	if _, err := v.DeleteQueue(ctx, "slow", QueueDeleteOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.Queue("slow", 0); !errors.Is(err, ErrNotFound) {
+	if _, err := v.Queue(t.Context(), "slow", 0); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("deleted queue: %v, want not found", err)
 	}
 }

@@ -35,7 +35,7 @@ func TestResetResyncs(t *testing.T) {
 	_, err := m.DeclareExchange(ctx, meta.Exchange{Vhost: "/", Name: "y", Type: "fanout", Durable: true})
 	must(err)
 	must(m.PutBinding(ctx, meta.Binding{Vhost: "/", Source: "y", Destination: "keep", DestinationType: "queue"}))
-	if _, err := v.Queue("drop", 0); err != nil {
+	if _, err := v.Queue(t.Context(), "drop", 0); err != nil {
 		t.Fatalf("before the reset the vhost still has drop: %v", err)
 	}
 	v.onEvent(meta.Event{Kind: meta.Reset})
@@ -44,12 +44,12 @@ func TestResetResyncs(t *testing.T) {
 		name string
 		ok   func() bool
 	}{
-		{"deleted queue gone", func() bool { _, err := v.Queue("drop", 0); return errors.Is(err, ErrNotFound) }},
-		{"new queue open", func() bool { q, err := v.Queue("new", 0); return err == nil && q != nil }},
-		{"kept queue open", func() bool { _, err := v.Queue("keep", 0); return err == nil }},
+		{"deleted queue gone", func() bool { _, err := v.Queue(t.Context(), "drop", 0); return errors.Is(err, ErrNotFound) }},
+		{"new queue open", func() bool { q, err := v.Queue(t.Context(), "new", 0); return err == nil && q != nil }},
+		{"kept queue open", func() bool { _, err := v.Queue(t.Context(), "keep", 0); return err == nil }},
 		{"deleted exchange gone", func() bool { _, err := v.Exchange("x"); return errors.Is(err, ErrNotFound) }},
 		{"new exchange routes to its binding", func() bool {
-			qs, err := v.Route("y", "", nil, nil)
+			qs, err := v.Route(t.Context(), "y", "", nil, nil)
 			return err == nil && len(qs) == 1 && qs[0].Info().Name == "keep"
 		}},
 	}

@@ -226,12 +226,18 @@ func trimKind(err error) string {
 	return s
 }
 
-// Queue looks a queue up. An exclusive queue of another connection is
-// resource-locked; pass owner 0 to skip that check. A queue another node
-// holds is an ErrRemote.
-func (v *Vhost) Queue(name string, owner uint64) (queue.Queue, error) {
+// Queue looks a queue up, waiting for its open when one is under way (at
+// most until ctx ends: ctx's error then). An exclusive queue of another
+// connection is resource-locked; pass owner 0 to skip that check. A queue
+// another node holds is an ErrRemote.
+func (v *Vhost) Queue(ctx context.Context, name string, owner uint64) (queue.Queue, error) {
 	e, ok := v.entry(name)
-	if !ok || !v.held(e) {
+	if !ok {
+		return nil, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", name, v.cfg.Name)
+	}
+	if held, err := v.held(ctx, e); err != nil {
+		return nil, err
+	} else if !held {
 		return nil, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", name, v.cfg.Name)
 	}
 	if owner != 0 && v.lockedFor(e, owner) {
@@ -243,19 +249,20 @@ func (v *Vhost) Queue(name string, owner uint64) (queue.Queue, error) {
 	if e.remote {
 		return nil, v.remoteErr(e)
 	}
-	q, _ := e.wait(context.Background())
-	return q, nil
+	return e.q, nil // opened: held waited for it
 }
 
 // held reports whether an entry stands for a queue: held by another node,
-// or open here (after waiting for an open under way); not one that failed
-// to open.
-func (v *Vhost) held(e *queueEntry) bool {
+// or open here (after waiting for an open under way, at most until ctx
+// ends: an error then); not one that failed to open.
+func (v *Vhost) held(ctx context.Context, e *queueEntry) (bool, error) {
 	if e.remote {
-		return true
+		return true, nil
 	}
-	q, _ := e.wait(context.Background())
-	return q != nil
+	if err := v.waitOpen(ctx, e); err != nil {
+		return false, err
+	}
+	return e.q != nil, nil
 }
 
 // LocalQueue is a queue this node holds (NOT_FOUND for any other: the
@@ -317,11 +324,17 @@ func (v *Vhost) notLocal(name string) error {
 }
 
 // QueueRecord is a queue's metadata record, wherever it is held, checked
-// as Queue checks it (not found; locked for owner unless 0). Use it where
-// the queue itself is not needed (a binding).
-func (v *Vhost) QueueRecord(name string, owner uint64) (meta.Queue, error) {
+// as Queue checks it (not found; locked for owner unless 0; an open under
+// way waited for until ctx ends). Use it where the queue itself is not
+// needed (a binding).
+func (v *Vhost) QueueRecord(ctx context.Context, name string, owner uint64) (meta.Queue, error) {
 	e, ok := v.entry(name)
-	if !ok || !v.held(e) {
+	if !ok {
+		return meta.Queue{}, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", name, v.cfg.Name)
+	}
+	if held, err := v.held(ctx, e); err != nil {
+		return meta.Queue{}, err
+	} else if !held {
 		return meta.Queue{}, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", name, v.cfg.Name)
 	}
 	if owner != 0 && v.lockedFor(e, owner) {
@@ -357,7 +370,7 @@ func (v *Vhost) DeleteQueue(ctx context.Context, name string, o QueueDeleteOptio
 			return 0, err
 		}
 	}
-	if !ok || !v.held(e) {
+	if !ok || e.q == nil && !e.remote { // waited for above
 		return 0, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", name, v.cfg.Name)
 	}
 	if !o.Force && v.lockedFor(e, o.Owner) {

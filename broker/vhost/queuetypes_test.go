@@ -96,12 +96,12 @@ func TestRemoteQueue(t *testing.T) {
 		name string
 		use  func() error
 	}{
-		{"Queue", func() error { _, err := v.Queue("far", 0); return err }},
+		{"Queue", func() error { _, err := v.Queue(t.Context(), "far", 0); return err }},
 		{"passive declare", func() error { _, _, err := v.DeclareQueue(ctx, QueueDecl{Name: "far", Passive: true}); return err }},
 		{"declare", func() error { _, _, err := v.DeclareQueue(ctx, QueueDecl{Name: "far", Durable: true}); return err }},
 		{"delete if-empty", func() error { _, err := v.DeleteQueue(ctx, "far", QueueDeleteOptions{IfEmpty: true}); return err }},
 		{"route", func() error {
-			qs, err := v.Route("amq.fanout", "", nil, nil)
+			qs, err := v.Route(t.Context(), "amq.fanout", "", nil, nil)
 			if len(qs) != 1 || qs[0].Info().Name != "near" {
 				t.Errorf("route reached %d local queues, want near only", len(qs))
 			}
@@ -113,7 +113,7 @@ func TestRemoteQueue(t *testing.T) {
 			t.Errorf("%s: %v; want ErrRemote naming n2", u.name, err)
 		}
 	}
-	if _, err := v.QueueRecord("far", 0); err != nil {
+	if _, err := v.QueueRecord(t.Context(), "far", 0); err != nil {
 		t.Errorf("QueueRecord: %v", err)
 	}
 	for _, q := range v.Queues() {
@@ -125,7 +125,7 @@ func TestRemoteQueue(t *testing.T) {
 	if _, err := v.DeleteQueue(ctx, "far", QueueDeleteOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.Queue("far", 0); !errors.Is(err, ErrNotFound) {
+	if _, err := v.Queue(t.Context(), "far", 0); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("after delete: %v, want NOT_FOUND", err)
 	}
 }

@@ -335,8 +335,10 @@ func (h host) DeadLetter(exchange string, msgs []*message.Message) {
 	var dst []queue.Queue
 	for _, m := range msgs {
 		var err error
-		// A queue of another node gets it through its proxy.
-		dst, err = h.v.Route(exchange, m.RoutingKey, nil, dst[:0])
+		// A queue of another node gets it through its proxy. (A target
+		// still opening is waited for without a deadline: its open ends,
+		// in failure at the latest when the vhost closes.)
+		dst, err = h.v.Route(context.Background(), exchange, m.RoutingKey, nil, dst[:0])
 		if err != nil && errors.Is(err, ErrRemote) {
 			// The local queues still get it; this node does not forward.
 			h.v.log.Warn("dead-letter: a queue it routes to is on another node", "exchange", exchange, "err", err)

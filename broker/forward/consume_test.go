@@ -157,77 +157,52 @@ func (feedLocal) DeleteQueue(context.Context, string, string, bool, bool) (int, 
 func (feedLocal) NewMessageID() uint64 { return 1 }
 
 // A consumer with automatic acks whose client takes nothing gets at most
-// autoAckWindow deliveries from the owner: the rest stay in the owner's
-// queue. Once the client takes them, the credit goes back and every
-// message arrives, once and in order.
+// a window from the owner: autoAckWindow deliveries of small messages, or
+// autoAckWindowBytes of large ones (not a window of messages whatever
+// their size); the rest stay in the owner's queue. Once the client takes
+// them, the credit goes back and every message arrives, once and in order.
 func TestAutoAckConsumerThatTakesNothingHoldsAtMostAWindow(t *testing.T) {
-	_, nw, owner, q := consumeSetup(t)
-	const total = 5 * autoAckWindow
-	owner.add(total)
-	cl := &client{noAck: true}
-	if err := q.Consume(context.Background(), cl, queue.ConsumeOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually.True(t, 10*time.Second, "a window's deliveries sent", func() bool {
-		_, delivered := owner.counts()
-		return delivered == autoAckWindow
-	})
-	eventually.Holds(t, 300*time.Millisecond, "no more than a window while the client takes nothing", func() error {
-		if ready, delivered := owner.counts(); delivered != autoAckWindow || ready != total-autoAckWindow {
-			return fmt.Errorf("%d delivered, %d ready", delivered, ready)
-		}
-		return nil
-	})
-	// The client's socket drains: its connection wakes the proxy (as
-	// amqp does) and takes what the consuming node holds.
-	cl.reading.Store(true)
-	q.Wake(cl)
-	eventually.True(t, 10*time.Second, "every message received", func() bool {
-		return len(cl.seqs()) == total
-	})
-	for i, s := range cl.seqs() {
-		if s != uint64(i+1) {
-			t.Fatalf("delivery %d is message %d", i, s)
-		}
-	}
-	if n := nw.count(methodCredit); n == 0 {
-		t.Fatal("no credit call: the owner sent more without the client's word")
-	}
-}
-
-// Large messages: an automatic-ack consumer whose client takes nothing
-// gets at most autoAckWindowBytes of them from the owner, not a window of
-// messages whatever their size; once the client reads, every one arrives
-// in order.
-func TestAutoAckConsumerThatTakesNothingHoldsAtMostItsWindowBytes(t *testing.T) {
-	_, _, owner, q := consumeSetup(t)
-	const size = 64 << 10
-	const held = autoAckWindowBytes / size
-	const total = 3 * held
-	owner.addSized(total, size)
-	cl := &client{noAck: true}
-	if err := q.Consume(context.Background(), cl, queue.ConsumeOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually.True(t, 10*time.Second, "a window's bytes sent", func() bool {
-		_, delivered := owner.counts()
-		return delivered == held
-	})
-	eventually.Holds(t, 300*time.Millisecond, "no more than the window's bytes while the client takes nothing", func() error {
-		if ready, delivered := owner.counts(); delivered != held || ready != total-held {
-			return fmt.Errorf("%d delivered, %d ready", delivered, ready)
-		}
-		return nil
-	})
-	cl.reading.Store(true)
-	q.Wake(cl)
-	eventually.True(t, 10*time.Second, "every message received", func() bool {
-		return len(cl.seqs()) == total
-	})
-	for i, s := range cl.seqs() {
-		if s != uint64(i+1) {
-			t.Fatalf("delivery %d is message %d", i, s)
-		}
+	for _, tc := range []struct {
+		name       string
+		size, held int // body size (0: a few bytes), deliveries the owner lets out
+		total      int
+	}{
+		{"messages", 0, autoAckWindow, 5 * autoAckWindow},
+		{"bytes", 64 << 10, autoAckWindowBytes / (64 << 10), 3 * autoAckWindowBytes / (64 << 10)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, nw, owner, q := consumeSetup(t)
+			owner.addSized(tc.total, tc.size)
+			cl := &client{noAck: true}
+			if err := q.Consume(context.Background(), cl, queue.ConsumeOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			eventually.True(t, 10*time.Second, "a window's deliveries sent", func() bool {
+				_, delivered := owner.counts()
+				return delivered == tc.held
+			})
+			eventually.Holds(t, 300*time.Millisecond, "no more than a window while the client takes nothing", func() error {
+				if ready, delivered := owner.counts(); delivered != tc.held || ready != tc.total-tc.held {
+					return fmt.Errorf("%d delivered, %d ready", delivered, ready)
+				}
+				return nil
+			})
+			// The client's socket drains: its connection wakes the proxy
+			// (as amqp does) and takes what the consuming node holds.
+			cl.reading.Store(true)
+			q.Wake(cl)
+			eventually.True(t, 10*time.Second, "every message received", func() bool {
+				return len(cl.seqs()) == tc.total
+			})
+			for i, s := range cl.seqs() {
+				if s != uint64(i+1) {
+					t.Fatalf("delivery %d is message %d", i, s)
+				}
+			}
+			if n := nw.count(methodCredit); n == 0 {
+				t.Fatal("no credit call: the owner sent more without the client's word")
+			}
+		})
 	}
 }
 

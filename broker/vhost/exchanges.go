@@ -140,16 +140,8 @@ func (v *Vhost) checkBinding(ctx context.Context, b routing.Binding) error {
 		}
 		return nil
 	}
-	e, ok := v.entry(b.Destination)
-	if !ok {
-		return errorf(ErrNotFound, "no queue '%s' in vhost '%s'", b.Destination, v.cfg.Name)
-	}
-	if held, err := v.held(ctx, e); err != nil {
-		return err
-	} else if !held {
-		return errorf(ErrNotFound, "no queue '%s' in vhost '%s'", b.Destination, v.cfg.Name)
-	}
-	return nil
+	_, err := v.heldEntry(ctx, b.Destination)
+	return err
 }
 
 // Route resolves an exchange and routing key to queues, appending to dst.

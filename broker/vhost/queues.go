@@ -231,14 +231,9 @@ func trimKind(err error) string {
 // connection is resource-locked; pass owner 0 to skip that check. A queue
 // another node holds is an ErrRemote.
 func (v *Vhost) Queue(ctx context.Context, name string, owner uint64) (queue.Queue, error) {
-	e, ok := v.entry(name)
-	if !ok {
-		return nil, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", name, v.cfg.Name)
-	}
-	if held, err := v.held(ctx, e); err != nil {
+	e, err := v.heldEntry(ctx, name)
+	if err != nil {
 		return nil, err
-	} else if !held {
-		return nil, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", name, v.cfg.Name)
 	}
 	if owner != 0 && v.lockedFor(e, owner) {
 		return nil, v.lockedErr(name)
@@ -252,17 +247,21 @@ func (v *Vhost) Queue(ctx context.Context, name string, owner uint64) (queue.Que
 	return e.q, nil // opened: held waited for it
 }
 
-// held reports whether an entry stands for a queue: held by another node,
-// or open here (after waiting for an open under way, at most until ctx
-// ends: an error then); not one that failed to open.
-func (v *Vhost) held(ctx context.Context, e *queueEntry) (bool, error) {
-	if e.remote {
-		return true, nil
+// heldEntry is the entry of queue name if it stands for a queue: held by
+// another node, or open here (after waiting for an open under way, at most
+// until ctx ends: an error then); NOT_FOUND for none, or for one that
+// failed to open.
+func (v *Vhost) heldEntry(ctx context.Context, name string) (*queueEntry, error) {
+	e, ok := v.entry(name)
+	if ok && !e.remote {
+		if err := v.waitOpen(ctx, e); err != nil {
+			return nil, err
+		}
 	}
-	if err := v.waitOpen(ctx, e); err != nil {
-		return false, err
+	if !ok || !e.remote && e.q == nil {
+		return nil, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", name, v.cfg.Name)
 	}
-	return e.q != nil, nil
+	return e, nil
 }
 
 // LocalQueue is a queue this node holds (NOT_FOUND for any other: the
@@ -328,14 +327,9 @@ func (v *Vhost) notLocal(name string) error {
 // way waited for until ctx ends). Use it where the queue itself is not
 // needed (a binding).
 func (v *Vhost) QueueRecord(ctx context.Context, name string, owner uint64) (meta.Queue, error) {
-	e, ok := v.entry(name)
-	if !ok {
-		return meta.Queue{}, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", name, v.cfg.Name)
-	}
-	if held, err := v.held(ctx, e); err != nil {
+	e, err := v.heldEntry(ctx, name)
+	if err != nil {
 		return meta.Queue{}, err
-	} else if !held {
-		return meta.Queue{}, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", name, v.cfg.Name)
 	}
 	if owner != 0 && v.lockedFor(e, owner) {
 		return meta.Queue{}, v.lockedErr(name)
@@ -363,15 +357,9 @@ func (v *Vhost) DeleteQueue(ctx context.Context, name string, o QueueDeleteOptio
 	if v.isClosed() {
 		return 0, ErrClosed
 	}
-	e, ok := v.entry(name)
-	if ok {
-		// A queue still opening is waited for no longer than ctx.
-		if err := v.waitOpen(ctx, e); err != nil {
-			return 0, err
-		}
-	}
-	if !ok || e.q == nil && !e.remote { // waited for above
-		return 0, errorf(ErrNotFound, "no queue '%s' in vhost '%s'", name, v.cfg.Name)
+	e, err := v.heldEntry(ctx, name)
+	if err != nil {
+		return 0, err
 	}
 	if !o.Force && v.lockedFor(e, o.Owner) {
 		return 0, v.lockedErr(name)

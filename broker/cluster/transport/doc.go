@@ -1,6 +1,7 @@
 // Package transport carries everything nodes say to each other: the Raft
 // RPCs of every group on a node (metadata, quorum queues, streams) and
-// node-level calls, over one connection per peer.
+// node-level calls: over gRPC for Raft, over a call lane beside it for
+// calls (one listening port).
 //
 // Network is the seam every cluster piece codes against. It has two
 // implementations with one contract: the gRPC Network (NewGRPC) and the
@@ -43,7 +44,7 @@
 // streams, opened on first use and again after one breaks (clusterpb's
 // Cluster service): control (heartbeats, votes, pre-votes, timeout-now:
 // never queued behind appends), data (AppendEntries including the
-// pipeline's, node-level Calls), snapshot (InstallSnapshot, its data in
+// pipeline's; node-level calls to a peer without call lanes), snapshot (InstallSnapshot, its data in
 // 256 KiB chunks that the receiving Raft reads through a pipe; one slow
 // snapshot holds up the others on that stream, never votes or appends).
 // Every message carries its group id and a request id (its answer, chunks
@@ -57,6 +58,30 @@
 // order they came, with no goroutine started for them (handlers that
 // never block). A Send's answer is handed to its done on the caller's
 // stream reader: no goroutine waits for it.
+//
+// Call lane. Node-level calls (Call, Send) go to each peer over a TCP
+// connection of their own, dialled on first use and again after one
+// breaks, on the port the gRPC server listens on (mux.go tells them
+// apart by their first bytes: the lane's magic, else HTTP/2 or TLS for
+// gRPC). The lane carries the same Frames as a stream, each a 4-byte
+// length and its protobuf encoding, with the same link (queue, one
+// writer, batching) and the same dispatch at the other end (serverLink),
+// so its contract is the data stream's; it skips gRPC's machinery: the
+// link's writer writes the socket itself (no HTTP/2 writer goroutine) and
+// the goroutine that reads the socket dispatches (no hand-off from an
+// HTTP/2 reader). On a loaded machine each hand-off is a wait for a CPU,
+// and a forwarded publish waits for its round trip: the lane cut the
+// forward.publish round trip by a fifth and the brokers' CPU a forwarded
+// message by about 1 µs (docs/benchmarks.md). The opening: the dialler
+// sends the magic, does the TLS handshake over the connection (with
+// Config.TLS: mutual, as for gRPC), then its node name and the join
+// secret; the listener answers OK, or refused with a reason (a wrong
+// secret is logged like gRPC's refusals), within 10 s. A peer that closes
+// the connection at the magic does not know lanes (an older node): calls
+// to it go on the data stream until the gRPC connection to it breaks,
+// never switching while it stands, so Sends keep their order. A lane
+// lives no longer than the peer's gRPC connection (closed when it
+// breaks); a frame past MaxMessageBytes or that is not a Frame closes it.
 //
 // Framing and batching. A stream's sender has a queue and one writer: the
 // writer takes everything queued and sends it as one Frame (a repeated
@@ -122,6 +147,8 @@
 // Every exported method is safe for concurrent use. No lock is held while a
 // handler, a watcher or Raft code runs. Locks are leaves except
 // InmemHub.mu → watchers.mu (which only guards a queue), GRPCNetwork.mu
-// while it dials, and peerConn.mu while it opens a stream. Lock chains that
+// while it dials, peerConn.mu while it opens a stream, and peerConn.lmu
+// while it dials a call lane (then peerConn.mu, for the data stream of a
+// peer without lanes). Lock chains that
 // cross packages are in one list: LOCKS.md at the repository root.
 package transport

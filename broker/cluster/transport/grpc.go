@@ -173,7 +173,7 @@ func NewGRPC(cfg Config) (*GRPCNetwork, error) {
 	}
 	n.srv = grpc.NewServer(opts...)
 	pb.RegisterClusterServer(n.srv, &service{n: n})
-	go func() { _ = n.srv.Serve(ln) }()
+	go func() { _ = n.srv.Serve(newMuxListener(ctx, ln, n.serveLane)) }()
 	return n, nil
 }
 
@@ -350,7 +350,8 @@ func sendSelf(ctx context.Context, c *core, method string, req []byte, done func
 	go func() { done(wait()) }()
 }
 
-// callLink is the data stream to node, for a call of req.
+// callLink is the call lane to node (or its data stream while it has
+// none), for a call of req.
 func (n *GRPCNetwork) callLink(ctx context.Context, node string, req []byte) (*clientLink, error) {
 	if len(req) > n.maxMsg {
 		return nil, status.Errorf(codes.ResourceExhausted, "call of %d bytes (limit %d)", len(req), n.maxMsg)
@@ -359,7 +360,7 @@ func (n *GRPCNetwork) callLink(ctx context.Context, node string, req []byte) (*c
 	if err != nil {
 		return nil, err
 	}
-	return p.link(ctx, data)
+	return p.callLink(ctx)
 }
 
 func callMessage(method string, req []byte) *pb.Message {

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -11,21 +12,25 @@ import (
 	pb "github.com/warrenmq/warren/broker/cluster/clusterpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/status"
 )
 
 // peerConn is this node's connection to one peer: a gRPC ClientConn dialled
 // by node name (the resolver gives the address SetAddress recorded; gRPC
 // redials with backoff when the peer goes away) and up to three streams on
-// it, opened on first use and again after one breaks; and its health for
-// Watch (connection state and the node heartbeat).
+// it, opened on first use and again after one breaks; the call lane to the
+// peer (lane.go), which lives no longer than that connection; and its
+// health for Watch (connection state and the node heartbeat).
 type peerConn struct {
 	n      *GRPCNetwork
 	node   string
+	addr   string
 	conn   *grpc.ClientConn
 	client pb.ClusterClient
 
@@ -37,8 +42,17 @@ type peerConn struct {
 	mu    sync.Mutex
 	links [numKinds]atomic.Pointer[clientLink]
 
-	// The Immediate Sends waiting for the data stream to open, and
-	// whether a goroutine is opening it to send them (sendImmediate).
+	// lmu serializes the opening of the call lane (lane.go), apart from
+	// mu: a lane is a TCP connection of its own, whose dial must not hold
+	// up the control stream. noLane: the peer closed the connection at
+	// the lane's magic (an older node): calls go on the data stream until
+	// the gRPC connection breaks (the peer may come back upgraded).
+	lmu    sync.Mutex
+	noLane atomic.Bool
+
+	// The Immediate Sends waiting for the call lane (or data stream) to
+	// open, and whether a goroutine is opening it to send them
+	// (sendImmediate).
 	// smu is taken before a stream's own locks (a Send made under it), never with mu.
 	smu     sync.Mutex
 	waiting []pendingSend
@@ -58,7 +72,7 @@ func (n *GRPCNetwork) dial(node, addr string) (*peerConn, error) {
 		return nil, fmt.Errorf("cluster transport: dial %s at %s: %w", node, addr, err)
 	}
 	ctx, cancel := context.WithCancel(n.ctx)
-	p := &peerConn{n: n, node: node, conn: conn, client: pb.NewClusterClient(conn), ctx: n.outgoing(ctx), cancel: cancel,
+	p := &peerConn{n: n, node: node, addr: addr, conn: conn, client: pb.NewClusterClient(conn), ctx: n.outgoing(ctx), cancel: cancel,
 		heard: n.heard.of(node, true)}
 	conn.Connect()
 	go p.watchState()
@@ -136,23 +150,94 @@ func (p *peerConn) link(ctx context.Context, kind streamKind) (*clientLink, erro
 	return l, nil
 }
 
-// pendingSend is an Immediate Send waiting for the data stream to open.
+// callLink returns the link node-level calls go on: the call lane, opened
+// if there is none, or the data stream of a peer without lanes (noLane).
+// Calls never switch between the two while the connection stands, so
+// Sends keep their order.
+func (p *peerConn) callLink(ctx context.Context) (*clientLink, error) {
+	if l := p.openCallLink(); l != nil {
+		return l, nil
+	}
+	if p.noLane.Load() {
+		return p.link(ctx, data)
+	}
+	p.lmu.Lock()
+	defer p.lmu.Unlock()
+	if l := p.openLink(calls); l != nil { // opened meanwhile
+		return l, nil
+	}
+	if p.noLane.Load() {
+		return p.link(ctx, data)
+	}
+	if p.ctx.Err() != nil {
+		return nil, unavailable(p.node, errClosed)
+	}
+	// The lane lives with the connection (p.ctx); only its dial waits
+	// for the caller.
+	dctx, cancel := context.WithCancel(p.ctx)
+	stop := context.AfterFunc(ctx, cancel)
+	s, err := p.n.dialLane(dctx, p.node, p.addr)
+	stop()
+	cancel()
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return nil, ctxStatus(ctx, p.node)
+	case errors.Is(err, errNoLane):
+		p.noLane.Store(true)
+		p.n.log.Info("cluster peer has no call lane (an older node?): its calls go on the data stream", "node", p.node)
+		return p.link(ctx, data)
+	case status.Code(err) == codes.Unauthenticated:
+		return nil, err
+	default:
+		return nil, unavailable(p.node, err)
+	}
+	sctx, scancel := context.WithCancel(p.ctx)
+	l := newClientLink(sctx, p.node, s, &p.n.stats, queueBytes, p.n.heard, p.heard)
+	context.AfterFunc(l.ctx, func() {
+		scancel()
+		_ = s.c.Close()
+	})
+	p.links[calls].Store(l)
+	return l, nil
+}
+
+// openCallLink is the open link calls go on, without waiting: nil when it
+// is not open.
+func (p *peerConn) openCallLink() *clientLink {
+	if p.noLane.Load() {
+		return p.openLink(data)
+	}
+	return p.openLink(calls)
+}
+
+// connBroke ends what lives no longer than the gRPC connection: the call
+// lane (its calls in flight fail with Unavailable) and what was learnt of
+// the peer's lanes.
+func (p *peerConn) connBroke() {
+	if l := p.links[calls].Load(); l != nil {
+		l.cancel(errLinkClosed)
+	}
+	p.noLane.Store(false)
+}
+
+// pendingSend is an Immediate Send waiting for the call lane to open.
 type pendingSend struct {
 	ctx  context.Context
 	m    *pb.Message
 	done func(*pb.Message, error)
 }
 
-// sendImmediate queues request m on the data stream without waiting for
-// anything: opening the stream waits while the connection is being made
-// (up to its connect timeout), so when no stream is open, or Immediate
-// Sends already wait for one, m waits with them, and a goroutine opens
-// the stream and sends them in the order they came (or fails their done
-// with its error). A caller's Immediate Sends so keep their order.
+// sendImmediate queues request m on the call lane (callLink) without
+// waiting for anything: opening the lane waits while the connection is
+// being made (up to its handshake time), so when none is open, or
+// Immediate Sends already wait for one, m waits with them, and a goroutine
+// opens the lane and sends them in the order they came (or fails their
+// done with its error). A caller's Immediate Sends so keep their order.
 func (p *peerConn) sendImmediate(ctx context.Context, m *pb.Message, done func(*pb.Message, error)) error {
 	p.smu.Lock()
 	if !p.opening {
-		if l := p.openLink(data); l != nil {
+		if l := p.openCallLink(); l != nil {
 			p.smu.Unlock()
 			return l.sendAsync(ctx, m, done)
 		}
@@ -173,10 +258,10 @@ func (p *peerConn) openLink(kind streamKind) *clientLink {
 	return nil
 }
 
-// openAndSend opens the data stream and sends the Immediate Sends that
-// wait for it, until none is left.
+// openAndSend opens the call lane and sends the Immediate Sends that wait
+// for it, until none is left.
 func (p *peerConn) openAndSend() {
-	l, err := p.link(p.ctx, data)
+	l, err := p.callLink(p.ctx)
 	for {
 		p.smu.Lock()
 		w := p.waiting
@@ -208,9 +293,11 @@ func (p *peerConn) watchState() {
 			p.setReady(true)
 		case connectivity.TransientFailure, connectivity.Shutdown:
 			p.setReady(false)
+			p.connBroke()
 		case connectivity.Idle:
 			// A broken connection idles: reconnect at once.
 			p.conn.Connect()
+			p.connBroke()
 			p.hmu.Lock()
 			reported := p.reported
 			p.hmu.Unlock()

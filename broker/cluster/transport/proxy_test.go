@@ -1,9 +1,11 @@
 package transport
 
 import (
+	"io"
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // proxy forwards TCP connections to a target and can cut them: while cut,
@@ -17,6 +19,7 @@ type proxy struct {
 
 	mu     sync.Mutex
 	cut    bool
+	noLane bool          // close connections that open a call lane (an older node)
 	frozen chan struct{} // non-nil while frozen; closed on thaw
 	conns  map[net.Conn]struct{}
 }
@@ -43,15 +46,33 @@ func (p *proxy) run() {
 			return
 		}
 		p.mu.Lock()
-		cut := p.cut
+		cut, noLane := p.cut, p.noLane
 		p.mu.Unlock()
 		if cut {
 			_ = c.Close()
 			continue
 		}
+		var head []byte
+		if noLane {
+			// As an older node's gRPC server does with what is not an
+			// HTTP/2 preface or a TLS ClientHello.
+			head = make([]byte, len(laneMagic))
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, _ := io.ReadFull(c, head)
+			_ = c.SetReadDeadline(time.Time{})
+			if head = head[:n]; string(head) == laneMagic {
+				_ = c.Close()
+				continue
+			}
+		}
 		d, err := net.Dial("tcp", p.target)
 		if err != nil {
 			_ = c.Close()
+			continue
+		}
+		if _, err := d.Write(head); err != nil {
+			_ = c.Close()
+			_ = d.Close()
 			continue
 		}
 		p.mu.Lock()
@@ -121,4 +142,12 @@ func (p *proxy) setCut(cut bool) {
 			_ = c.Close()
 		}
 	}
+}
+
+// refuseLanes makes the proxy close the connections that open a call lane
+// (true), as a node that does not know lanes does.
+func (p *proxy) refuseLanes(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.noLane = on
 }

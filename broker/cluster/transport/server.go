@@ -20,13 +20,14 @@ type streamKind int
 
 const (
 	control  streamKind = iota // heartbeats, votes, pre-votes, timeout-now
-	data                       // appends (in order per group), node-level calls
+	data                       // appends (in order per group); calls of a peer without a lane
 	snapshot                   // InstallSnapshot and its chunks
+	calls                      // node-level calls: the call lane (lane.go), not a gRPC stream
 	numKinds
 )
 
 func (k streamKind) String() string {
-	return [...]string{"control", "data", "snapshot"}[k]
+	return [...]string{"control", "data", "snapshot", "calls"}[k]
 }
 
 // maxInflight bounds the requests a peer has under way on one stream; more
@@ -129,7 +130,7 @@ func (s *serverLink) dispatch(m *pb.Message) error {
 		s.mu.Unlock()
 		return nil
 	case *pb.Message_Call:
-		if s.kind != data {
+		if s.kind != data && s.kind != calls {
 			return malformed("a call on the %s stream", s.kind)
 		}
 		method, payload := b.Call.GetMethod(), b.Call.GetPayload()

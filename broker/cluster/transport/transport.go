@@ -6,10 +6,9 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Network is one node's link to the other nodes of its cluster: one
-// connection per peer, shared by every Raft group on the node and by the
-// node-level calls (metadata writes forwarded to the leader, forwarded
-// client traffic).
+// Network is one node's link to the other nodes of its cluster, shared by
+// every Raft group on the node and by the node-level calls (metadata
+// writes forwarded to the leader, forwarded client traffic).
 //
 // Names: a node is known by its stable node name (cluster.node_name), never
 // by an address. The raft.ServerAddress a group's transport takes and gives
@@ -56,14 +55,15 @@ type Network interface {
 	// handler): the calls of method from one node start one at a time, in
 	// the order that node Sent them, and the waits s returns run
 	// concurrently. A start must not block: it runs on the goroutine that
-	// reads the peer's data stream, holding up all it sends there.
+	// reads the peer's calls, holding up all it sends there.
 	HandleOrdered(method string, s Starter)
 	// HandleInline registers h for method (replacing any earlier
 	// handler): the calls of method from one node run one at a time, in
 	// the order that node Sent them, on the goroutine that reads the
-	// peer's data stream, and are answered at once, with no goroutine
-	// started for them. h must not block: it holds up all the peer sends
-	// there (Raft appends included). ctx ends with the peer's stream.
+	// peer's calls, and are answered at once, with no goroutine started
+	// for them. h must not block: it holds up all the calls the peer
+	// sends (and, to a peer without call lanes, its Raft appends). ctx
+	// ends with the peer's connection.
 	HandleInline(method string, h Handler)
 	// Watch calls fn whenever this node's view of a peer changes: up false
 	// when the peer became unreachable (its connection broke or was

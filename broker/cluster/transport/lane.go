@@ -1,0 +1,309 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	pb "github.com/warrenmq/warren/broker/cluster/clusterpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// The call lane: node-level calls (Call, Send: forwarded client traffic,
+// metadata writes to the leader) go to a peer over a TCP connection of
+// their own, framed without HTTP/2, on the port the gRPC server listens on
+// (mux.go tells the two apart by their first bytes). The connection carries
+// the same Frames as a gRPC stream, each a 4-byte big-endian length and the
+// Frame's protobuf encoding, so the stream's link machinery runs unchanged
+// on it; what it saves is gRPC's hand-offs: a frame is written by the
+// link's writer itself (no HTTP/2 writer goroutine) and read and dispatched
+// by the goroutine that reads the socket (no HTTP/2 reader handing it to
+// the stream's). On two loaded cores each hand-off is a wait for a CPU, and
+// forwarded publishes wait for their round trip.
+//
+// Opening: the dialler sends laneMagic, then (with Config.TLS) does the
+// TLS handshake as a client over the same connection, then a hello: its
+// node name and the join secret, each a 2-byte length and the bytes. The
+// listener answers one byte, laneOK, or laneRefused followed by a 2-byte
+// length and a reason, and closes. A peer that does not know the lane (an
+// older node) closes the connection at the magic: the dialler then sends
+// its calls on the gRPC data stream until that connection breaks
+// (peerConn.callLink).
+
+// laneMagic opens a call lane; no HTTP/2 client preface or TLS record
+// starts with it.
+const laneMagic = "WRNLANE1"
+
+const (
+	laneOK      byte = 0
+	laneRefused byte = 1
+)
+
+// laneHandshakeTime bounds a lane's opening, both ends.
+const laneHandshakeTime = 10 * time.Second
+
+// maxHelloField bounds the node name and the secret of a hello.
+const maxHelloField = 4096
+
+// errNoLane marks a peer that closed the connection at the lane's magic
+// (a node that does not know the lane).
+var errNoLane = errors.New("peer does not open call lanes")
+
+// connStream is a frameStream over one lane connection: Send is called by
+// one goroutine (the link's writer), Recv by another (the reader).
+type connStream struct {
+	c      net.Conn
+	r      *bufio.Reader
+	max    int    // bound on one frame's encoding
+	out    []byte // Send's buffer, reused
+	in     []byte // Recv's buffer, reused (Unmarshal copies what it keeps)
+	closed func() error
+}
+
+func newConnStream(c net.Conn, r *bufio.Reader, max int) *connStream {
+	return &connStream{c: c, r: r, max: max, closed: c.Close}
+}
+
+// spareBytes is the size past which a reused buffer is dropped after use
+// (a big message does not pin its buffer for the connection's life).
+const spareBytes = 4 << 20
+
+func (s *connStream) Send(f *pb.Frame) error {
+	buf := append(s.out[:0], 0, 0, 0, 0)
+	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, f)
+	if err != nil {
+		return fmt.Errorf("encoding a frame: %w", err)
+	}
+	if len(buf)-4 > s.max {
+		return status.Errorf(codes.ResourceExhausted, "frame of %d bytes (limit %d)", len(buf)-4, s.max)
+	}
+	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+	_, err = s.c.Write(buf)
+	if cap(buf) <= spareBytes {
+		s.out = buf[:0]
+	} else {
+		s.out = nil
+	}
+	return err
+}
+
+func (s *connStream) Recv() (*pb.Frame, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(s.r, hdr[:]); err != nil {
+		return nil, err
+	}
+	size := int(binary.BigEndian.Uint32(hdr[:]))
+	if size > s.max {
+		return nil, malformed("frame of %d bytes (limit %d)", size, s.max)
+	}
+	buf, err := s.readBody(size)
+	if err != nil {
+		return nil, err
+	}
+	f := &pb.Frame{}
+	if err := proto.Unmarshal(buf, f); err != nil {
+		return nil, malformed("frame: %v", err)
+	}
+	return f, nil
+}
+
+// readBody reads a frame's size bytes into the reused buffer, growing it
+// as the bytes come (a length alone never makes a big allocation).
+func (s *connStream) readBody(size int) ([]byte, error) {
+	buf := s.in[:0]
+	for len(buf) < size {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(size, max(2*cap(buf), 64<<10)))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := s.r.Read(buf[len(buf):min(size, cap(buf))])
+		buf = buf[:len(buf)+n]
+		if err != nil && len(buf) < size {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	if cap(buf) <= spareBytes {
+		s.in = buf[:0]
+	} else {
+		s.in = nil
+	}
+	return buf, nil
+}
+
+// dialLane opens a call lane to node at addr.
+func (n *GRPCNetwork) dialLane(ctx context.Context, node, addr string) (*connStream, error) {
+	ctx, cancel := context.WithTimeout(ctx, laneHandshakeTime)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+	s, err := n.openLane(c, hostOf(addr))
+	if !stop() {
+		err = errors.Join(ctx.Err(), err)
+	}
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("call lane to %s at %s: %w", node, addr, err)
+	}
+	return s, nil
+}
+
+// openLane is the dialler's side of a lane's opening on c.
+func (n *GRPCNetwork) openLane(c net.Conn, host string) (*connStream, error) {
+	if _, err := io.WriteString(c, laneMagic); err != nil {
+		return nil, err
+	}
+	conn := c
+	if n.creds != nil {
+		cfg := n.cfg.TLS.Clone()
+		if cfg.RootCAs == nil {
+			cfg.RootCAs = cfg.ClientCAs
+		}
+		cfg.ServerName = host
+		tc := tls.Client(c, cfg)
+		if err := tc.Handshake(); err != nil {
+			return nil, noLaneIfClosed(err)
+		}
+		conn = tc
+	}
+	hello := binary.BigEndian.AppendUint16(nil, uint16(len(n.core.node)))
+	hello = append(hello, n.core.node...)
+	hello = binary.BigEndian.AppendUint16(hello, uint16(len(n.cfg.Secret)))
+	hello = append(hello, n.cfg.Secret...)
+	if _, err := conn.Write(hello); err != nil {
+		return nil, noLaneIfClosed(err)
+	}
+	r := bufio.NewReaderSize(conn, 64<<10)
+	answer, err := r.ReadByte()
+	if err != nil {
+		return nil, noLaneIfClosed(err)
+	}
+	switch answer {
+	case laneOK:
+		return newConnStream(conn, r, n.maxMsg+frameBytes), nil
+	case laneRefused:
+		reason, err := readField(r)
+		if err != nil {
+			return nil, err
+		}
+		return nil, status.Errorf(codes.Unauthenticated, "peer refused the call lane: %s", reason)
+	default:
+		return nil, errNoLane // an older node's HTTP/2 server answering
+	}
+}
+
+// noLaneIfClosed reads a connection closed or reset by the peer during the
+// opening as a peer that does not know the lane (its gRPC server closed
+// what it could not read as HTTP/2 or TLS).
+func noLaneIfClosed(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return fmt.Errorf("%w: %v", errNoLane, err)
+	}
+	return err
+}
+
+// serveLane is the listener's side of a lane (mux.go found its magic):
+// the opening, then the peer's calls until the connection ends.
+func (n *GRPCNetwork) serveLane(c net.Conn) {
+	defer c.Close()
+	defer context.AfterFunc(n.ctx, func() { _ = c.Close() })()
+	_ = c.SetDeadline(time.Now().Add(laneHandshakeTime))
+	conn := c
+	if n.cfg.TLS != nil {
+		cfg := n.cfg.TLS.Clone()
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		if cfg.ClientCAs == nil {
+			cfg.ClientCAs = cfg.RootCAs
+		}
+		tc := tls.Server(c, cfg)
+		if err := tc.Handshake(); err != nil {
+			n.log.Debug("cluster call lane: TLS handshake failed", "addr", c.RemoteAddr().String(), "error", err)
+			return
+		}
+		conn = tc
+	}
+	r := bufio.NewReaderSize(conn, 64<<10)
+	from, err := readField(r)
+	if err != nil {
+		return
+	}
+	secret, err := readField(r)
+	if err != nil {
+		return
+	}
+	sum := sha256.Sum256(secret)
+	refuse := ""
+	switch {
+	case subtle.ConstantTimeCompare(sum[:], n.secret[:]) != 1:
+		addr := c.RemoteAddr().String()
+		if n.refusals.first(addr) {
+			n.log.Warn("cluster peer refused: wrong or missing join secret", "addr", addr, "node", string(from))
+		}
+		refuse = "join secret does not match"
+	case len(from) == 0 || len(from) > 255:
+		refuse = "no node name"
+	}
+	if refuse != "" {
+		out := append([]byte{laneRefused}, binary.BigEndian.AppendUint16(nil, uint16(len(refuse)))...)
+		_, _ = conn.Write(append(out, refuse...))
+		return
+	}
+	if _, err := conn.Write([]byte{laneOK}); err != nil {
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
+	l := &serverLink{
+		link: newLink(n.ctx, newConnStream(conn, r, n.maxMsg+frameBytes), &n.stats, queueBytes),
+		n:    n, kind: calls, from: string(from),
+		inflight: map[uint64]context.CancelFunc{}, queues: map[string][]func(){}, snaps: map[uint64]*snapIn{},
+	}
+	// The link ends with the Network or when serve returns (shut): the
+	// connection closes then, which also frees a writer stuck on a peer
+	// that does not read.
+	context.AfterFunc(l.ctx, func() { _ = conn.Close() })
+	switch err := l.serve(); {
+	case err == nil || n.ctx.Err() != nil || status.Code(err) == codes.InvalidArgument:
+		// Closed, or a malformed message (serve logged it).
+	case errors.Is(err, errMalformed):
+		n.log.Warn("cluster peer sent a malformed frame; closing its call lane", "peer", string(from), "error", err)
+	default:
+		n.log.Debug("cluster call lane ended", "peer", string(from), "error", err)
+	}
+}
+
+// readField reads a 2-byte length and that many bytes (at most
+// maxHelloField).
+func readField(r *bufio.Reader) ([]byte, error) {
+	var hdr [2]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	size := int(binary.BigEndian.Uint16(hdr[:]))
+	if size > maxHelloField {
+		return nil, malformed("hello field of %d bytes", size)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}

@@ -1,0 +1,243 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/warrenmq/warren/broker/brokertest/eventually"
+	pb "github.com/warrenmq/warren/broker/cluster/clusterpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// hello is a lane's opening after its magic: node name and secret.
+func hello(node, secret string) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(len(node)))
+	b = append(b, node...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(secret)))
+	return append(b, secret...)
+}
+
+// laneFrame is one lane frame: a length and the Frame's encoding.
+func laneFrame(t testing.TB, msgs ...*pb.Message) []byte {
+	b, err := proto.Marshal(&pb.Frame{Messages: msgs})
+	must(t, err)
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
+}
+
+// Calls and Sends go on the call lane, not on a gRPC stream: after them
+// the peer's connection has its lane open and no data stream (nothing
+// else needed one), and the peer's handler saw the calling node's name.
+func TestCallsTakeTheLane(t *testing.T) {
+	a, b := grpcNet(t, "n1", nil), grpcNet(t, "n2", nil)
+	b.Handle("echo", echo)
+	must(t, a.SetAddress("n2", b.Addr().String()))
+	resp, err := a.Call(context.Background(), "n2", "echo", []byte("hi"))
+	if err != nil || string(resp) != "hi from n1" {
+		t.Fatalf("call: %q, %v", resp, err)
+	}
+	done := make(chan error, 1)
+	must(t, a.Send(context.Background(), "n2", "echo", []byte("hey"), func(_ []byte, err error) { done <- err }))
+	must(t, <-done)
+	p, err := a.peer("n2")
+	must(t, err)
+	if p.openLink(calls) == nil {
+		t.Fatal("no call lane open after a call")
+	}
+	if p.openLink(data) != nil {
+		t.Fatal("a call opened the gRPC data stream")
+	}
+}
+
+// A peer that does not know lanes (an older node: its gRPC server closes
+// a connection that opens with the lane's magic) gets the calls on the
+// data stream, Sends in the order they were made; once the connection to
+// it broke and came back, the lane is tried again.
+func TestPeerWithoutLanesGetsCallsOnTheDataStream(t *testing.T) {
+	b := grpcNet(t, "n2", nil)
+	var mu sync.Mutex
+	var got []string
+	b.HandleOrdered("ord", func(_ context.Context, _ string, req []byte) (func() ([]byte, error), error) {
+		mu.Lock()
+		got = append(got, string(req))
+		mu.Unlock()
+		return func() ([]byte, error) { return req, nil }, nil
+	})
+	b.Handle("echo", echo)
+	px := newProxy(t, b.Addr().String())
+	px.refuseLanes(true)
+	a := grpcNet(t, "n1", nil)
+	must(t, a.SetAddress("n2", px.addr()))
+
+	const n = 200
+	answers := make(chan error, n)
+	for i := range n {
+		must(t, a.Send(context.Background(), "n2", "ord", []byte(strconv.Itoa(i)), func(_ []byte, err error) { answers <- err }))
+	}
+	for range n {
+		must(t, <-answers)
+	}
+	mu.Lock()
+	for i, s := range got {
+		if s != strconv.Itoa(i) {
+			mu.Unlock()
+			t.Fatalf("call %d started as %q: Sends out of order", i, s)
+		}
+	}
+	mu.Unlock()
+	p, err := a.peer("n2")
+	must(t, err)
+	if !p.noLane.Load() || p.openLink(calls) != nil || p.openLink(data) == nil {
+		t.Fatalf("calls to a peer without lanes: noLane %v, lane %v, data stream %v",
+			p.noLane.Load(), p.openLink(calls) != nil, p.openLink(data) != nil)
+	}
+
+	// The peer comes back knowing lanes (an upgraded node).
+	px.refuseLanes(false)
+	px.setCut(true)
+	eventually.True(t, 10*time.Second, "the connection to n2 broke", func() bool { return !p.noLane.Load() })
+	px.setCut(false)
+	eventually.Succeeds(t, 15*time.Second, "calls take the lane again", func() error {
+		if _, err := a.Call(context.Background(), "n2", "echo", []byte("hi")); err != nil {
+			return err
+		}
+		if p.openLink(calls) == nil {
+			return fmt.Errorf("no lane open")
+		}
+		return nil
+	})
+}
+
+// A lane's opening without the join secret is refused with its reason and
+// runs nothing; a peer with the secret that sends a frame too big or not
+// a Frame has its lane closed (nothing panics), and the node goes on
+// serving.
+func TestLaneRefusesStrangersAndMalformedFrames(t *testing.T) {
+	b := grpcNet(t, "n2", func(c *Config) { c.MaxMessageBytes = 1 << 10 })
+	var ran atomic.Int32
+	b.Handle("echo", func(ctx context.Context, from string, req []byte) ([]byte, error) {
+		ran.Add(1)
+		return echo(ctx, from, req)
+	})
+	call := laneFrame(t, &pb.Message{Id: 1, Body: &pb.Message_Call{Call: &pb.CallRequest{Method: "echo", Payload: []byte("x")}}})
+	cases := []struct {
+		name    string
+		opening []byte
+		send    []byte
+		refused bool
+	}{
+		{"another secret", hello("n9", "another"), call, true},
+		{"no secret", hello("n9", ""), call, true},
+		{"no node name", hello("", testSecret), call, true},
+		{"a frame past the bound", hello("n1", testSecret), binary.BigEndian.AppendUint32(nil, 1<<30), false},
+		{"not a Frame", hello("n1", testSecret), append(binary.BigEndian.AppendUint32(nil, 4), 0xff, 0xff, 0xff, 0xff), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", b.Addr().String())
+			must(t, err)
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			_, err = c.Write(append([]byte(laneMagic), tc.opening...))
+			must(t, err)
+			r := bufio.NewReader(c)
+			answer, err := r.ReadByte()
+			must(t, err)
+			if tc.refused {
+				reason, err := readField(r)
+				if answer != laneRefused || err != nil || len(reason) == 0 {
+					t.Fatalf("answer %d, reason %q (%v); want refused with a reason", answer, reason, err)
+				}
+			} else if answer != laneOK {
+				t.Fatalf("answer %d to an opening with the secret", answer)
+			}
+			_, _ = c.Write(tc.send)
+			if n, err := io.Copy(io.Discard, r); err != nil || n != 0 {
+				t.Fatalf("lane not closed: read %d bytes, %v", n, err)
+			}
+		})
+	}
+	if n := ran.Load(); n != 0 {
+		t.Fatalf("%d calls ran for refused or malformed lanes", n)
+	}
+	a := grpcNet(t, "n1", func(c *Config) { c.MaxMessageBytes = 1 << 10 })
+	must(t, a.SetAddress("n2", b.Addr().String()))
+	if resp, err := a.Call(context.Background(), "n2", "echo", []byte("hi")); err != nil || string(resp) != "hi from n1" {
+		t.Fatalf("the node stopped serving after bad lanes: %q, %v", resp, err)
+	}
+}
+
+// Whatever a dialler sends after the lane's magic, the node neither panics
+// nor hangs, and runs a call only for an opening with the join secret.
+func FuzzLaneOpening(f *testing.F) {
+	call := laneFrame(f, &pb.Message{Id: 1, Body: &pb.Message_Call{Call: &pb.CallRequest{Method: "echo", Payload: []byte("x")}}})
+	f.Add(append(hello("n1", testSecret), call...))
+	f.Add(append(hello("n1", "wrong"), call...))
+	f.Add(append(hello("n1", testSecret), laneFrame(f,
+		&pb.Message{Id: 2, Body: &pb.Message_Call{Call: &pb.CallRequest{Method: "echo"}}},
+		&pb.Message{Id: 2, Body: &pb.Message_Cancel{Cancel: &pb.Cancel{}}},
+		&pb.Message{Id: 3, Body: &pb.Message_Ping{Ping: &pb.Ping{}}})...))
+	f.Add([]byte{0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		n := &GRPCNetwork{core: newCore("n2", nil, 50*time.Millisecond), log: slog.New(slog.DiscardHandler), cfg: Config{Secret: testSecret},
+			secret: sha256.Sum256([]byte(testSecret)), maxMsg: 1 << 16, maxSnapshot: 1 << 16, heard: newHeard(), ctx: ctx}
+		var ran atomic.Int32
+		n.Handle("echo", func(_ context.Context, _ string, req []byte) ([]byte, error) {
+			ran.Add(1)
+			return req, nil
+		})
+		c1, c2 := net.Pipe()
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			n.serveLane(c2)
+		}()
+		go func() { _, _ = io.Copy(io.Discard, c1) }()
+		_, _ = c1.Write(b)
+		_ = c1.Close()
+		select {
+		case <-served:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the lane did not end with the dialler's connection")
+		}
+		n.core.close()
+		if ran.Load() > 0 && !carriesSecret(b) {
+			t.Fatal("a call ran on a lane opened without the join secret")
+		}
+	})
+}
+
+// carriesSecret reports whether a lane's opening b names a node and
+// carries the test's join secret.
+func carriesSecret(b []byte) bool {
+	field := func() ([]byte, bool) {
+		if len(b) < 2 {
+			return nil, false
+		}
+		n := int(binary.BigEndian.Uint16(b))
+		if len(b) < 2+n {
+			return nil, false
+		}
+		v := b[2 : 2+n]
+		b = b[2+n:]
+		return v, true
+	}
+	node, ok := field()
+	if !ok || len(node) == 0 {
+		return false
+	}
+	secret, ok := field()
+	return ok && string(secret) == testSecret
+}

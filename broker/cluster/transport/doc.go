@@ -82,6 +82,10 @@
 // never switching while it stands, so Sends keep their order. A lane
 // lives no longer than the peer's gRPC connection (closed when it
 // breaks); a frame past MaxMessageBytes or that is not a Frame closes it.
+// Every connection the port accepts, and every lane dialled, has
+// TCP_USER_TIMEOUT set to KeepaliveInterval (gRPC sets it only on the
+// connections it accepts unwrapped): a black-holed peer's connections end
+// within it even while writes wait for acknowledgement.
 //
 // Framing and batching. A stream's sender has a queue and one writer: the
 // writer takes everything queued and sends it as one Frame (a repeated

@@ -173,7 +173,7 @@ func NewGRPC(cfg Config) (*GRPCNetwork, error) {
 	}
 	n.srv = grpc.NewServer(opts...)
 	pb.RegisterClusterServer(n.srv, &service{n: n})
-	go func() { _ = n.srv.Serve(newMuxListener(ctx, ln, n.serveLane)) }()
+	go func() { _ = n.srv.Serve(newMuxListener(ctx, ln, cfg.KeepaliveInterval, n.serveLane)) }()
 	return n, nil
 }
 

@@ -154,6 +154,7 @@ func (n *GRPCNetwork) dialLane(ctx context.Context, node, addr string) (*connStr
 	if err != nil {
 		return nil, err
 	}
+	setUserTimeout(c, n.cfg.KeepaliveInterval)
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 	s, err := n.openLane(c, hostOf(addr))
 	if !stop() {

@@ -18,6 +18,9 @@ type muxListener struct {
 	ctx  context.Context // ends with the Network: connections being told apart close
 	ln   net.Listener
 	lane func(net.Conn) // runs a lane on its own goroutine
+	// userTimeout is set on every connection (setUserTimeout): gRPC sets
+	// it only on the *net.TCPConn it accepts itself, not on a wrapper.
+	userTimeout time.Duration
 
 	conns chan net.Conn
 	done  chan struct{}
@@ -25,8 +28,8 @@ type muxListener struct {
 	err   error // why the accept loop stopped, once done is closed
 }
 
-func newMuxListener(ctx context.Context, ln net.Listener, lane func(net.Conn)) *muxListener {
-	m := &muxListener{ctx: ctx, ln: ln, lane: lane, conns: make(chan net.Conn), done: make(chan struct{})}
+func newMuxListener(ctx context.Context, ln net.Listener, userTimeout time.Duration, lane func(net.Conn)) *muxListener {
+	m := &muxListener{ctx: ctx, ln: ln, lane: lane, userTimeout: userTimeout, conns: make(chan net.Conn), done: make(chan struct{})}
 	go m.accept()
 	return m
 }
@@ -57,6 +60,7 @@ func (m *muxListener) accept() {
 
 // classify reads c's first bytes and hands it on.
 func (m *muxListener) classify(c net.Conn) {
+	setUserTimeout(c, m.userTimeout)
 	_ = c.SetReadDeadline(time.Now().Add(laneHandshakeTime))
 	stop := context.AfterFunc(m.ctx, func() { _ = c.Close() })
 	head := make([]byte, len(laneMagic))

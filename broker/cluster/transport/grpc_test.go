@@ -138,6 +138,14 @@ func TestMutualTLS(t *testing.T) {
 			if tc.ok && (err != nil || string(resp) != "hi from n1") {
 				t.Fatalf("call: %q, %v", resp, err)
 			}
+			p, perr := a.peer("n2")
+			must(t, perr)
+			if tc.ok && (p.noLane.Load() || p.openLink(calls) == nil) {
+				t.Fatal("the call did not take the call lane (over mutual TLS)")
+			}
+			if !tc.ok && p.noLane.Load() {
+				t.Fatal("a refused TLS peer was taken for a node without call lanes")
+			}
 			if !tc.ok && status.Code(err) != codes.Unavailable {
 				t.Fatalf("call: %q, %v; want refused (Unavailable)", resp, err)
 			}

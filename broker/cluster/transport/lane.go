@@ -35,8 +35,10 @@ import (
 // Opening: the dialler sends laneMagic, then (with Config.TLS) does the
 // TLS handshake as a client over the same connection, then a hello: its
 // node name and the join secret, each a 2-byte length and the bytes. The
-// listener answers one byte, laneOK, or laneRefused followed by a 2-byte
-// length and a reason, and closes. A peer that does not know the lane (an
+// listener answers one byte, laneOK, or laneRefused followed by a gRPC
+// code, a 2-byte length and a reason, and closes. A dialler whose TLS
+// setting differs (its first byte after the magic is, or is not, a TLS
+// record's when this node's is not, or is) is refused the same way. A peer that does not know the lane (an
 // older node) closes the connection at the magic: the dialler then sends
 // its calls on the gRPC data stream until that connection breaks
 // (peerConn.callLink).
@@ -201,11 +203,15 @@ func (n *GRPCNetwork) openLane(c net.Conn, host string) (*connStream, error) {
 	case laneOK:
 		return newConnStream(conn, r, n.maxMsg+frameBytes), nil
 	case laneRefused:
+		code, err := r.ReadByte()
+		if err != nil {
+			return nil, err
+		}
 		reason, err := readField(r)
 		if err != nil {
 			return nil, err
 		}
-		return nil, status.Errorf(codes.Unauthenticated, "peer refused the call lane: %s", reason)
+		return nil, status.Errorf(codes.Code(code), "peer refused the call lane: %s", reason)
 	default:
 		return nil, errNoLane // an older node's HTTP/2 server answering
 	}
@@ -228,14 +234,31 @@ func (n *GRPCNetwork) serveLane(c net.Conn) {
 	defer c.Close()
 	defer context.AfterFunc(n.ctx, func() { _ = c.Close() })()
 	_ = c.SetDeadline(time.Now().Add(laneHandshakeTime))
-	conn := c
+	// A TLS record (a ClientHello) or a hello (a node name's length, at
+	// most 255, never a TLS record's first byte): a dialler whose TLS
+	// setting is not this node's is refused with the reason, not taken
+	// for a node without lanes.
+	var first [1]byte
+	if _, err := io.ReadFull(c, first[:]); err != nil {
+		return
+	}
+	if isTLS := first[0] == tlsHandshakeRecord; isTLS != (n.cfg.TLS != nil) {
+		reason := "this node requires TLS between nodes (cluster.tls)"
+		if isTLS {
+			reason = "this node has no TLS between nodes (cluster.tls)"
+		}
+		n.log.Warn("cluster peer refused: its TLS setting differs from this node's", "addr", c.RemoteAddr().String())
+		_, _ = c.Write(refusal(codes.Unavailable, reason))
+		return
+	}
+	var conn net.Conn = &replayConn{Conn: c, head: first[:]}
 	if n.cfg.TLS != nil {
 		cfg := n.cfg.TLS.Clone()
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 		if cfg.ClientCAs == nil {
 			cfg.ClientCAs = cfg.RootCAs
 		}
-		tc := tls.Server(c, cfg)
+		tc := tls.Server(conn, cfg)
 		if err := tc.Handshake(); err != nil {
 			n.log.Debug("cluster call lane: TLS handshake failed", "addr", c.RemoteAddr().String(), "error", err)
 			return
@@ -252,20 +275,19 @@ func (n *GRPCNetwork) serveLane(c net.Conn) {
 		return
 	}
 	sum := sha256.Sum256(secret)
-	refuse := ""
+	refuse, code := "", codes.OK
 	switch {
 	case subtle.ConstantTimeCompare(sum[:], n.secret[:]) != 1:
 		addr := c.RemoteAddr().String()
 		if n.refusals.first(addr) {
 			n.log.Warn("cluster peer refused: wrong or missing join secret", "addr", addr, "node", string(from))
 		}
-		refuse = "join secret does not match"
+		refuse, code = "join secret does not match", codes.Unauthenticated
 	case len(from) == 0 || len(from) > 255:
-		refuse = "no node name"
+		refuse, code = "no node name", codes.InvalidArgument
 	}
 	if refuse != "" {
-		out := append([]byte{laneRefused}, binary.BigEndian.AppendUint16(nil, uint16(len(refuse)))...)
-		_, _ = conn.Write(append(out, refuse...))
+		_, _ = conn.Write(refusal(code, refuse))
 		return
 	}
 	if _, err := conn.Write([]byte{laneOK}); err != nil {
@@ -289,6 +311,17 @@ func (n *GRPCNetwork) serveLane(c net.Conn) {
 	default:
 		n.log.Debug("cluster call lane ended", "peer", string(from), "error", err)
 	}
+}
+
+// tlsHandshakeRecord is the first byte of a TLS handshake record.
+const tlsHandshakeRecord = 0x16
+
+// refusal is the listener's answer refusing a lane: the gRPC code the
+// dialler's calls fail with (as gRPC's refusal of the same peer would
+// give) and the reason.
+func refusal(code codes.Code, reason string) []byte {
+	out := append([]byte{laneRefused, byte(code)}, binary.BigEndian.AppendUint16(nil, uint16(len(reason)))...)
+	return append(out, reason...)
 }
 
 // readField reads a 2-byte length and that many bytes (at most

@@ -17,6 +17,7 @@ import (
 
 	"github.com/warrenmq/warren/broker/brokertest/eventually"
 	pb "github.com/warrenmq/warren/broker/cluster/clusterpb"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -154,9 +155,10 @@ func TestLaneRefusesStrangersAndMalformedFrames(t *testing.T) {
 			answer, err := r.ReadByte()
 			must(t, err)
 			if tc.refused {
+				code, _ := r.ReadByte()
 				reason, err := readField(r)
-				if answer != laneRefused || err != nil || len(reason) == 0 {
-					t.Fatalf("answer %d, reason %q (%v); want refused with a reason", answer, reason, err)
+				if answer != laneRefused || codes.Code(code) == codes.OK || err != nil || len(reason) == 0 {
+					t.Fatalf("answer %d, code %d, reason %q (%v); want refused with a code and a reason", answer, code, reason, err)
 				}
 			} else if answer != laneOK {
 				t.Fatalf("answer %d to an opening with the secret", answer)

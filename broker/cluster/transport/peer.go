@@ -187,8 +187,8 @@ func (p *peerConn) callLink(ctx context.Context) (*clientLink, error) {
 		p.noLane.Store(true)
 		p.n.log.Info("cluster peer has no call lane (an older node?): its calls go on the data stream", "node", p.node)
 		return p.link(ctx, data)
-	case status.Code(err) == codes.Unauthenticated:
-		return nil, err
+	case status.Code(err) != codes.Unknown:
+		return nil, err // refused (a wrong join secret, TLS setting): the peer's code
 	default:
 		return nil, unavailable(p.node, err)
 	}

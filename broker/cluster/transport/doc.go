@@ -75,13 +75,18 @@
 // message by about 1 µs (docs/benchmarks.md). The opening: the dialler
 // sends the magic, does the TLS handshake over the connection (with
 // Config.TLS: mutual, as for gRPC), then its node name and the join
-// secret; the listener answers OK, or refused with a reason (a wrong
-// secret is logged like gRPC's refusals), within 10 s. A peer that closes
-// the connection at the magic does not know lanes (an older node): calls
-// to it go on the data stream until the gRPC connection to it breaks,
-// never switching while it stands, so Sends keep their order. A lane
-// lives no longer than the peer's gRPC connection (closed when it
-// breaks); a frame past MaxMessageBytes or that is not a Frame closes it.
+// secret; the listener answers the magic and OK, or refused with gRPC's
+// code for it and a reason (a wrong secret, a TLS setting not its own;
+// logged once a minute per host), within 10 s. A peer that answers
+// anything else (an older node's HTTP/2 SETTINGS) or, with TLS, closes
+// the connection during the handshake does not know lanes: calls to it
+// go on the data stream until the gRPC connection to it breaks, never
+// switching while it stands, so Sends keep their order. While that
+// connection is failing, calls fail at once (as the data stream did); a
+// refused lane answers calls with its refusal for a second. A lane lives
+// no longer than the peer's gRPC connection (reset when it breaks, so no
+// request of it starts at the peer after its successor's); a frame past
+// MaxMessageBytes or that is not a Frame closes it.
 // Every connection the port accepts, and every lane dialled, has
 // TCP_USER_TIMEOUT set to KeepaliveInterval (gRPC sets it only on the
 // connections it accepts unwrapped): a black-holed peer's connections end
@@ -151,8 +156,8 @@
 // Every exported method is safe for concurrent use. No lock is held while a
 // handler, a watcher or Raft code runs. Locks are leaves except
 // InmemHub.mu → watchers.mu (which only guards a queue), GRPCNetwork.mu
-// while it dials, peerConn.mu while it opens a stream, and peerConn.lmu
-// while it dials a call lane (then peerConn.mu, for the data stream of a
-// peer without lanes). Lock chains that
+// while it dials, and peerConn.mu while it opens a stream (a call lane is
+// dialled on a goroutine of its own, peerConn.lmu held only to start it
+// and to record its outcome). Lock chains that
 // cross packages are in one list: LOCKS.md at the repository root.
 package transport

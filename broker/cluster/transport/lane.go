@@ -35,18 +35,21 @@ import (
 // Opening: the dialler sends laneMagic, then (with Config.TLS) does the
 // TLS handshake as a client over the same connection, then a hello: its
 // node name and the join secret, each a 2-byte length and the bytes. The
-// listener answers one byte, laneOK, or laneRefused followed by a gRPC
+// listener answers the magic and laneOK, or the magic, laneRefused, a gRPC
 // code, a 2-byte length and a reason, and closes. A dialler whose TLS
 // setting differs (its first byte after the magic is, or is not, a TLS
-// record's when this node's is not, or is) is refused the same way. A peer that does not know the lane (an
-// older node) closes the connection at the magic: the dialler then sends
-// its calls on the gRPC data stream until that connection breaks
+// record's when this node's is not, or is) is refused the same way,
+// before any TLS. A peer that does not know lanes (an older node) answers
+// something else: its HTTP/2 server's SETTINGS frame (without TLS), or
+// it closes the connection during the TLS handshake. The dialler then
+// sends its calls on the gRPC data stream until that connection breaks
 // (peerConn.callLink).
 
 // laneMagic opens a call lane; no HTTP/2 client preface or TLS record
 // starts with it.
 const laneMagic = "WRNLANE1"
 
+// The answer's byte after the magic.
 const (
 	laneOK      byte = 0
 	laneRefused byte = 1
@@ -58,8 +61,7 @@ const laneHandshakeTime = 10 * time.Second
 // maxHelloField bounds the node name and the secret of a hello.
 const maxHelloField = 4096
 
-// errNoLane marks a peer that closed the connection at the lane's magic
-// (a node that does not know the lane).
+// errNoLane marks a peer that does not know lanes (an older node).
 var errNoLane = errors.New("peer does not open call lanes")
 
 // connStream is a frameStream over one lane connection: Send is called by
@@ -75,6 +77,21 @@ type connStream struct {
 
 func newConnStream(c net.Conn, r *bufio.Reader, max int) *connStream {
 	return &connStream{c: c, r: r, max: max, closed: c.Close}
+}
+
+// abort closes the connection with a reset: what this end has not sent
+// yet, and what the peer has not read yet, is dropped, so requests of a
+// lane given up (peerConn.connBroke) do not start at the peer after the
+// ones sent on its successor.
+func (s *connStream) abort() {
+	raw := s.c
+	if tc, ok := raw.(*tls.Conn); ok {
+		raw = tc.NetConn()
+	}
+	if tc, ok := raw.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = s.c.Close()
 }
 
 // spareBytes is the size past which a reused buffer is dropped after use
@@ -183,7 +200,16 @@ func (n *GRPCNetwork) openLane(c net.Conn, host string) (*connStream, error) {
 		cfg.ServerName = host
 		tc := tls.Client(c, cfg)
 		if err := tc.Handshake(); err != nil {
-			return nil, noLaneIfClosed(err)
+			var rh tls.RecordHeaderError
+			if errors.As(err, &rh) && string(rh.RecordHeader[:]) == laneMagic[:len(rh.RecordHeader)] {
+				return nil, status.Error(codes.Unavailable, "peer refused the call lane: it has no TLS between nodes (cluster.tls)")
+			}
+			// An older node's TLS server closes what it cannot read as
+			// a ClientHello, without an alert.
+			if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+				return nil, fmt.Errorf("%w: %v", errNoLane, err)
+			}
+			return nil, err
 		}
 		conn = tc
 	}
@@ -192,12 +218,19 @@ func (n *GRPCNetwork) openLane(c net.Conn, host string) (*connStream, error) {
 	hello = binary.BigEndian.AppendUint16(hello, uint16(len(n.cfg.Secret)))
 	hello = append(hello, n.cfg.Secret...)
 	if _, err := conn.Write(hello); err != nil {
-		return nil, noLaneIfClosed(err)
+		return nil, err
 	}
 	r := bufio.NewReaderSize(conn, 64<<10)
+	head := make([]byte, len(laneMagic))
+	if n, err := io.ReadFull(r, head); err != nil && (n == 0 || string(head[:n]) == laneMagic[:n]) {
+		return nil, err // closed: the listener shut down, a reset
+	}
+	if string(head) != laneMagic {
+		return nil, errNoLane // an older node's HTTP/2 server's SETTINGS
+	}
 	answer, err := r.ReadByte()
 	if err != nil {
-		return nil, noLaneIfClosed(err)
+		return nil, err
 	}
 	switch answer {
 	case laneOK:
@@ -211,21 +244,14 @@ func (n *GRPCNetwork) openLane(c net.Conn, host string) (*connStream, error) {
 		if err != nil {
 			return nil, err
 		}
-		return nil, status.Errorf(codes.Code(code), "peer refused the call lane: %s", reason)
+		c := codes.Code(code)
+		if c == codes.OK || c > codes.Unauthenticated {
+			c = codes.Unavailable // a refusal is never OK
+		}
+		return nil, status.Errorf(c, "peer refused the call lane: %s", reason)
 	default:
-		return nil, errNoLane // an older node's HTTP/2 server answering
+		return nil, fmt.Errorf("lane answer %d", answer)
 	}
-}
-
-// noLaneIfClosed reads a connection closed or reset by the peer during the
-// opening as a peer that does not know the lane (its gRPC server closed
-// what it could not read as HTTP/2 or TLS).
-func noLaneIfClosed(err error) error {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
-		return fmt.Errorf("%w: %v", errNoLane, err)
-	}
-	return err
 }
 
 // serveLane is the listener's side of a lane (mux.go found its magic):
@@ -247,7 +273,9 @@ func (n *GRPCNetwork) serveLane(c net.Conn) {
 		if isTLS {
 			reason = "this node has no TLS between nodes (cluster.tls)"
 		}
-		n.log.Warn("cluster peer refused: its TLS setting differs from this node's", "addr", c.RemoteAddr().String())
+		if addr := c.RemoteAddr().String(); n.refusals.first("lane tls " + hostOf(addr)) {
+			n.log.Warn("cluster peer refused: its TLS setting differs from this node's", "addr", addr)
+		}
 		_, _ = c.Write(refusal(codes.Unavailable, reason))
 		return
 	}
@@ -265,7 +293,8 @@ func (n *GRPCNetwork) serveLane(c net.Conn) {
 		}
 		conn = tc
 	}
-	r := bufio.NewReaderSize(conn, 64<<10)
+	// A small reader until the peer is known: the lane's own comes after.
+	r := bufio.NewReaderSize(conn, 64)
 	from, err := readField(r)
 	if err != nil {
 		return
@@ -279,23 +308,25 @@ func (n *GRPCNetwork) serveLane(c net.Conn) {
 	switch {
 	case subtle.ConstantTimeCompare(sum[:], n.secret[:]) != 1:
 		addr := c.RemoteAddr().String()
-		if n.refusals.first(addr) {
+		if n.refusals.first("lane " + hostOf(addr)) { // a lane's port is new at each dial
 			n.log.Warn("cluster peer refused: wrong or missing join secret", "addr", addr, "node", string(from))
 		}
 		refuse, code = "join secret does not match", codes.Unauthenticated
 	case len(from) == 0 || len(from) > 255:
 		refuse, code = "no node name", codes.InvalidArgument
+	case r.Buffered() > 0:
+		refuse, code = "frames before the answer", codes.InvalidArgument
 	}
 	if refuse != "" {
 		_, _ = conn.Write(refusal(code, refuse))
 		return
 	}
-	if _, err := conn.Write([]byte{laneOK}); err != nil {
+	if _, err := conn.Write(append([]byte(laneMagic), laneOK)); err != nil {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
 	l := &serverLink{
-		link: newLink(n.ctx, newConnStream(conn, r, n.maxMsg+frameBytes), &n.stats, queueBytes),
+		link: newLink(n.ctx, newConnStream(conn, bufio.NewReaderSize(conn, 64<<10), n.maxMsg+frameBytes), &n.stats, queueBytes),
 		n:    n, kind: calls, from: string(from),
 		inflight: map[uint64]context.CancelFunc{}, queues: map[string][]func(){}, snaps: map[uint64]*snapIn{},
 	}
@@ -320,7 +351,8 @@ const tlsHandshakeRecord = 0x16
 // dialler's calls fail with (as gRPC's refusal of the same peer would
 // give) and the reason.
 func refusal(code codes.Code, reason string) []byte {
-	out := append([]byte{laneRefused, byte(code)}, binary.BigEndian.AppendUint16(nil, uint16(len(reason)))...)
+	out := append([]byte(laneMagic), laneRefused, byte(code))
+	out = binary.BigEndian.AppendUint16(out, uint16(len(reason)))
 	return append(out, reason...)
 }
 

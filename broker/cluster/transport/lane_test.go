@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +19,11 @@ import (
 
 	"github.com/warrenmq/warren/broker/brokertest/eventually"
 	pb "github.com/warrenmq/warren/broker/cluster/clusterpb"
+	"github.com/warrenmq/warren/broker/tlstest"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -60,10 +66,28 @@ func TestCallsTakeTheLane(t *testing.T) {
 	}
 }
 
-// A peer that does not know lanes (an older node: its gRPC server closes
-// a connection that opens with the lane's magic) gets the calls on the
-// data stream, Sends in the order they were made; once the connection to
-// it broke and came back, the lane is tried again.
+// olderNode serves b's Cluster service on a listener of its own with a
+// plain gRPC server, without call lanes, as a node of a version before
+// them does; it returns the address.
+func olderNode(t *testing.T, b *GRPCNetwork, creds credentials.TransportCredentials) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	opts := []grpc.ServerOption{grpc.InitialWindowSize(windowBytes), grpc.InitialConnWindowSize(windowBytes)}
+	if creds != nil {
+		opts = append(opts, grpc.Creds(creds))
+	}
+	srv := grpc.NewServer(opts...)
+	pb.RegisterClusterServer(srv, &service{n: b})
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	return ln.Addr().String()
+}
+
+// A peer that does not know lanes (an older node's gRPC server answers a
+// lane's magic with its SETTINGS frame) gets the calls on the data stream,
+// Sends in the order they were made; once the connection to it broke and
+// came back (the node upgraded), the lane is tried again.
 func TestPeerWithoutLanesGetsCallsOnTheDataStream(t *testing.T) {
 	b := grpcNet(t, "n2", nil)
 	var mu sync.Mutex
@@ -75,8 +99,7 @@ func TestPeerWithoutLanesGetsCallsOnTheDataStream(t *testing.T) {
 		return func() ([]byte, error) { return req, nil }, nil
 	})
 	b.Handle("echo", echo)
-	px := newProxy(t, b.Addr().String())
-	px.refuseLanes(true)
+	px := newProxy(t, olderNode(t, b, nil))
 	a := grpcNet(t, "n1", nil)
 	must(t, a.SetAddress("n2", px.addr()))
 
@@ -104,7 +127,7 @@ func TestPeerWithoutLanesGetsCallsOnTheDataStream(t *testing.T) {
 	}
 
 	// The peer comes back knowing lanes (an upgraded node).
-	px.refuseLanes(false)
+	px.setTarget(b.Addr().String())
 	px.setCut(true)
 	eventually.True(t, 10*time.Second, "the connection to n2 broke", func() bool { return !p.noLane.Load() })
 	px.setCut(false)
@@ -152,8 +175,14 @@ func TestLaneRefusesStrangersAndMalformedFrames(t *testing.T) {
 			_, err = c.Write(append([]byte(laneMagic), tc.opening...))
 			must(t, err)
 			r := bufio.NewReader(c)
+			head := make([]byte, len(laneMagic))
+			_, err = io.ReadFull(r, head)
+			must(t, err)
 			answer, err := r.ReadByte()
 			must(t, err)
+			if string(head) != laneMagic {
+				t.Fatalf("answer starts %q, not the lane's magic", head)
+			}
 			if tc.refused {
 				code, _ := r.ReadByte()
 				reason, err := readField(r)
@@ -206,8 +235,23 @@ func FuzzLaneOpening(f *testing.F) {
 			defer close(served)
 			n.serveLane(c2)
 		}()
-		go func() { _, _ = io.Copy(io.Discard, c1) }()
-		_, _ = c1.Write(b)
+		// As a dialler does: the hello, then (once answered) the frames.
+		answered := make(chan struct{})
+		go func() {
+			_, _ = io.ReadFull(c1, make([]byte, len(laneMagic)+1))
+			close(answered)
+			_, _ = io.Copy(io.Discard, c1)
+		}()
+		if hl, whole := helloLen(b); whole {
+			_, _ = c1.Write(b[:hl])
+			select {
+			case <-answered:
+			case <-served:
+			}
+			_, _ = c1.Write(b[hl:])
+		} else {
+			_, _ = c1.Write(b)
+		}
 		_ = c1.Close()
 		select {
 		case <-served:
@@ -219,6 +263,18 @@ func FuzzLaneOpening(f *testing.F) {
 			t.Fatal("a call ran on a lane opened without the join secret")
 		}
 	})
+}
+
+// helloLen is the length of the hello at b's start; whole is false when b
+// does not hold all of one.
+func helloLen(b []byte) (n int, whole bool) {
+	for range 2 {
+		if len(b) < n+2 {
+			return 0, false
+		}
+		n += 2 + int(binary.BigEndian.Uint16(b[n:]))
+	}
+	return n, n <= len(b)
 }
 
 // carriesSecret reports whether a lane's opening b names a node and
@@ -242,4 +298,36 @@ func carriesSecret(b []byte) bool {
 	}
 	secret, ok := field()
 	return ok && string(secret) == testSecret
+}
+
+// Across TLS settings: a TLS node calling an older TLS node (its gRPC
+// server closes the connection during the handshake) uses the data
+// stream; a TLS node calling a node without TLS is refused with the
+// reason and Unavailable, not taken for an older node.
+func TestLaneAcrossTLSSettings(t *testing.T) {
+	ca := tlstest.NewCA(t, "cluster")
+	a := grpcNet(t, "n1", func(c *Config) { c.TLS = nodeTLS(t, ca, true) })
+
+	older := grpcNet(t, "n2", func(c *Config) { c.TLS = nodeTLS(t, ca, true) })
+	older.Handle("echo", echo)
+	srvTLS := nodeTLS(t, ca, true)
+	srvTLS.ClientAuth = tls.RequireAndVerifyClientCert
+	must(t, a.SetAddress("n2", olderNode(t, older, credentials.NewTLS(srvTLS))))
+	if resp, err := a.Call(context.Background(), "n2", "echo", []byte("hi")); err != nil || string(resp) != "hi from n1" {
+		t.Fatalf("call to an older TLS node: %q, %v", resp, err)
+	}
+	if p, err := a.peer("n2"); err != nil || !p.noLane.Load() {
+		t.Fatalf("an older TLS node not taken for one without lanes (%v)", err)
+	}
+
+	plain := grpcNet(t, "n3", nil)
+	plain.Handle("echo", echo)
+	must(t, a.SetAddress("n3", plain.Addr().String()))
+	_, err := a.Call(context.Background(), "n3", "echo", []byte("hi"))
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no TLS") {
+		t.Fatalf("call to a node without TLS: %v; want Unavailable saying it has no TLS", err)
+	}
+	if p, perr := a.peer("n3"); perr != nil || p.noLane.Load() {
+		t.Fatalf("a node without TLS taken for one without lanes (%v)", perr)
+	}
 }

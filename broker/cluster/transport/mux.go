@@ -39,9 +39,9 @@ func (m *muxListener) accept() {
 	for {
 		c, err := m.ln.Accept()
 		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				// Out of file descriptors and the like: back off as
-				// net/http and gRPC do.
+			if ne, ok := err.(interface{ Temporary() bool }); ok && ne.Temporary() {
+				// Out of file descriptors and the like: back off and
+				// accept again, as net/http and gRPC do.
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 				select {
 				case <-time.After(delay):

@@ -42,13 +42,21 @@ type peerConn struct {
 	mu    sync.Mutex
 	links [numKinds]atomic.Pointer[clientLink]
 
-	// lmu serializes the opening of the call lane (lane.go), apart from
-	// mu: a lane is a TCP connection of its own, whose dial must not hold
-	// up the control stream. noLane: the peer closed the connection at
-	// the lane's magic (an older node): calls go on the data stream until
-	// the gRPC connection breaks (the peer may come back upgraded).
-	lmu    sync.Mutex
-	noLane atomic.Bool
+	// The call lane (lane.go). lmu guards the fields below it and is
+	// held only briefly: a lane is dialled on a goroutine of its own
+	// (dialing), which callers wait for as long as their context lets
+	// them. noLane: the peer does not know lanes (an older node): calls
+	// go on the data stream until the gRPC connection breaks (the peer
+	// may come back upgraded); gen counts those breaks, so a dial that
+	// began before one does not set noLane after it. refused, until
+	// refusedUntil: the peer refused the last lane (a wrong secret, a TLS
+	// setting not its own): calls fail with it at once meanwhile.
+	noLane       atomic.Bool
+	lmu          sync.Mutex
+	dialing      *laneDial
+	gen          uint64
+	refused      error
+	refusedUntil time.Time
 
 	// The Immediate Sends waiting for the call lane (or data stream) to
 	// open, and whether a goroutine is opening it to send them
@@ -150,10 +158,23 @@ func (p *peerConn) link(ctx context.Context, kind streamKind) (*clientLink, erro
 	return l, nil
 }
 
-// callLink returns the link node-level calls go on: the call lane, opened
+// laneDial is a call lane being dialled: done closes when l (or err) is
+// set.
+type laneDial struct {
+	done chan struct{}
+	l    *clientLink
+	err  error
+}
+
+// refusedFor is how long a refused lane's error answers calls at once.
+const refusedFor = time.Second
+
+// callLink returns the link node-level calls go on: the call lane, dialled
 // if there is none, or the data stream of a peer without lanes (noLane).
 // Calls never switch between the two while the connection stands, so
-// Sends keep their order.
+// Sends keep their order. While the connection to the peer is failing
+// (gRPC's TransientFailure, which the data stream failed fast on too) no
+// lane is dialled: the call fails with Unavailable at once.
 func (p *peerConn) callLink(ctx context.Context) (*clientLink, error) {
 	if l := p.openCallLink(); l != nil {
 		return l, nil
@@ -162,44 +183,75 @@ func (p *peerConn) callLink(ctx context.Context) (*clientLink, error) {
 		return p.link(ctx, data)
 	}
 	p.lmu.Lock()
-	defer p.lmu.Unlock()
 	if l := p.openLink(calls); l != nil { // opened meanwhile
+		p.lmu.Unlock()
 		return l, nil
 	}
-	if p.noLane.Load() {
+	switch {
+	case p.noLane.Load():
+		p.lmu.Unlock()
+		return p.link(ctx, data)
+	case p.ctx.Err() != nil:
+		p.lmu.Unlock()
+		return nil, unavailable(p.node, errClosed)
+	case time.Now().Before(p.refusedUntil):
+		err := p.refused
+		p.lmu.Unlock()
+		return nil, err
+	case p.conn.GetState() == connectivity.TransientFailure:
+		p.lmu.Unlock()
+		return nil, unavailable(p.node, errors.New("the connection is failing"))
+	}
+	d := p.dialing
+	if d == nil {
+		d = &laneDial{done: make(chan struct{})}
+		p.dialing = d
+		go p.dialLane(d, p.gen)
+	}
+	p.lmu.Unlock()
+	select {
+	case <-d.done:
+	case <-ctx.Done():
+		return nil, ctxStatus(ctx, p.node)
+	}
+	if errors.Is(d.err, errNoLane) {
 		return p.link(ctx, data)
 	}
-	if p.ctx.Err() != nil {
-		return nil, unavailable(p.node, errClosed)
-	}
-	// The lane lives with the connection (p.ctx); only its dial waits
-	// for the caller.
-	dctx, cancel := context.WithCancel(p.ctx)
-	stop := context.AfterFunc(ctx, cancel)
-	s, err := p.n.dialLane(dctx, p.node, p.addr)
-	stop()
-	cancel()
+	return d.l, d.err
+}
+
+// dialLane dials the call lane for the callers waiting on d; gen is the
+// connection's count of breaks when the dial began.
+func (p *peerConn) dialLane(d *laneDial, gen uint64) {
+	s, err := p.n.dialLane(p.ctx, p.node, p.addr)
+	p.lmu.Lock()
+	defer p.lmu.Unlock()
+	defer close(d.done)
+	p.dialing = nil
 	switch {
 	case err == nil:
-	case ctx.Err() != nil:
-		return nil, ctxStatus(ctx, p.node)
+		sctx, scancel := context.WithCancel(p.ctx)
+		l := newClientLink(sctx, p.node, s, &p.n.stats, queueBytes, p.n.heard, p.heard)
+		context.AfterFunc(l.ctx, func() {
+			scancel()
+			_ = s.c.Close()
+		})
+		p.links[calls].Store(l)
+		d.l = l
 	case errors.Is(err, errNoLane):
-		p.noLane.Store(true)
-		p.n.log.Info("cluster peer has no call lane (an older node?): its calls go on the data stream", "node", p.node)
-		return p.link(ctx, data)
+		d.err = err
+		if gen == p.gen {
+			p.noLane.Store(true)
+			p.n.log.Info("cluster peer has no call lanes (an older node?): its calls go on the data stream", "node", p.node)
+		}
 	case status.Code(err) != codes.Unknown:
-		return nil, err // refused (a wrong join secret, TLS setting): the peer's code
+		// Refused (its code: Unauthenticated for a wrong secret, ...) or
+		// the Network closing.
+		d.err = err
+		p.refused, p.refusedUntil = err, time.Now().Add(refusedFor)
 	default:
-		return nil, unavailable(p.node, err)
+		d.err = unavailable(p.node, err)
 	}
-	sctx, scancel := context.WithCancel(p.ctx)
-	l := newClientLink(sctx, p.node, s, &p.n.stats, queueBytes, p.n.heard, p.heard)
-	context.AfterFunc(l.ctx, func() {
-		scancel()
-		_ = s.c.Close()
-	})
-	p.links[calls].Store(l)
-	return l, nil
 }
 
 // openCallLink is the open link calls go on, without waiting: nil when it
@@ -212,13 +264,21 @@ func (p *peerConn) openCallLink() *clientLink {
 }
 
 // connBroke ends what lives no longer than the gRPC connection: the call
-// lane (its calls in flight fail with Unavailable) and what was learnt of
-// the peer's lanes.
+// lane, closed with a reset (its calls in flight fail with Unavailable and
+// none of them starts at the peer after the next lane's), and what was
+// learnt of the peer's lanes.
 func (p *peerConn) connBroke() {
-	if l := p.links[calls].Load(); l != nil {
+	p.lmu.Lock()
+	defer p.lmu.Unlock()
+	p.gen++
+	p.noLane.Store(false)
+	p.refusedUntil = time.Time{}
+	if l := p.links[calls].Load(); l != nil && l.ctx.Err() == nil {
+		if s, ok := l.s.(*connStream); ok {
+			s.abort()
+		}
 		l.cancel(errLinkClosed)
 	}
-	p.noLane.Store(false)
 }
 
 // pendingSend is an Immediate Send waiting for the call lane to open.

@@ -1,11 +1,9 @@
 package transport
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
-	"time"
 )
 
 // proxy forwards TCP connections to a target and can cut them: while cut,
@@ -14,12 +12,11 @@ import (
 // frozen it holds every byte but keeps the connections (a hung peer, a
 // black-holed link).
 type proxy struct {
-	ln     net.Listener
-	target string
+	ln net.Listener
 
 	mu     sync.Mutex
+	target string // where new connections go (setTarget)
 	cut    bool
-	noLane bool          // close connections that open a call lane (an older node)
 	frozen chan struct{} // non-nil while frozen; closed on thaw
 	conns  map[net.Conn]struct{}
 }
@@ -46,33 +43,18 @@ func (p *proxy) run() {
 			return
 		}
 		p.mu.Lock()
-		cut, noLane := p.cut, p.noLane
+		cut := p.cut
 		p.mu.Unlock()
 		if cut {
 			_ = c.Close()
 			continue
 		}
-		var head []byte
-		if noLane {
-			// As an older node's gRPC server does with what is not an
-			// HTTP/2 preface or a TLS ClientHello.
-			head = make([]byte, len(laneMagic))
-			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			n, _ := io.ReadFull(c, head)
-			_ = c.SetReadDeadline(time.Time{})
-			if head = head[:n]; string(head) == laneMagic {
-				_ = c.Close()
-				continue
-			}
-		}
-		d, err := net.Dial("tcp", p.target)
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		d, err := net.Dial("tcp", target)
 		if err != nil {
 			_ = c.Close()
-			continue
-		}
-		if _, err := d.Write(head); err != nil {
-			_ = c.Close()
-			_ = d.Close()
 			continue
 		}
 		p.mu.Lock()
@@ -144,10 +126,9 @@ func (p *proxy) setCut(cut bool) {
 	}
 }
 
-// refuseLanes makes the proxy close the connections that open a call lane
-// (true), as a node that does not know lanes does.
-func (p *proxy) refuseLanes(on bool) {
+// setTarget makes new connections go to target.
+func (p *proxy) setTarget(target string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.noLane = on
+	p.target = target
 }

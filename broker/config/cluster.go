@@ -110,11 +110,15 @@ func (c Cluster) LoadSecret() ([]byte, error) {
 		return nil, fmt.Errorf("config: cluster.secret_file: %w", err)
 	}
 	secret := strings.TrimSpace(string(data))
-	if len(secret) < 16 {
-		return nil, fmt.Errorf("config: the cluster secret in %s is shorter than 16 characters", path)
+	if len(secret) < 16 || len(secret) > maxSecret {
+		return nil, fmt.Errorf("config: the cluster secret in %s must be 16 to %d characters, not %d", path, maxSecret, len(secret))
 	}
 	return []byte(secret), nil
 }
+
+// maxSecret bounds the join secret (the transport carries it in a
+// length-prefixed field of at most 4,096 bytes).
+const maxSecret = 4096
 
 // AdvertiseAddr is the host:port peers dial to reach this node.
 func (c Cluster) AdvertiseAddr() (string, error) {
@@ -202,8 +206,8 @@ func (c Config) validateCluster() []error {
 	if cl.Secret != "" && cl.SecretFile != "" {
 		bad("cluster.secret", "set cluster.secret or cluster.secret_file, not both")
 	}
-	if cl.Secret != "" && len(cl.Secret) < 16 {
-		bad("cluster.secret", "must be at least 16 characters")
+	if cl.Secret != "" && (len(cl.Secret) < 16 || len(cl.Secret) > maxSecret) {
+		bad("cluster.secret", "must be 16 to %d characters", maxSecret)
 	}
 	t := cl.TLS
 	if t.Enabled() && (t.CertFile == "" || t.KeyFile == "" || t.CAFile == "") {

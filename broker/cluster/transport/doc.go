@@ -80,13 +80,16 @@
 // logged once a minute per host), within 10 s. A peer that answers
 // anything else (an older node's HTTP/2 SETTINGS) or, with TLS, closes
 // the connection during the handshake does not know lanes: calls to it
-// go on the data stream until the gRPC connection to it breaks, never
-// switching while it stands, so Sends keep their order. While that
-// connection is failing, calls fail at once (as the data stream did); a
-// refused lane answers calls with its refusal for a second. A lane lives
-// no longer than the peer's gRPC connection (reset when it breaks, so no
-// request of it starts at the peer after its successor's); a frame past
-// MaxMessageBytes or that is not a Frame closes it.
+// go on the data stream, all of them while that stream stands (so Sends
+// keep their order), and a lane is tried again once it ended. While the
+// gRPC connection is failing, calls fail at once (as the data stream
+// did); a refused lane answers calls with its refusal for a second. A
+// lane lives no longer than the peer's gRPC connection: any change of
+// that connection away from Ready resets the lane, whose calls in flight
+// fail with Unavailable (what it had not sent is dropped; what the peer
+// read already it still runs, normally long before a successor lane is
+// dialled and opened). A frame past MaxMessageBytes or that is not a
+// Frame closes a lane.
 // Every connection the port accepts, and every lane dialled, has
 // TCP_USER_TIMEOUT set to KeepaliveInterval (gRPC sets it only on the
 // connections it accepts unwrapped): a black-holed peer's connections end

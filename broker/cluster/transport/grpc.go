@@ -117,6 +117,9 @@ func NewGRPC(cfg Config) (*GRPCNetwork, error) {
 	if cfg.Secret == "" {
 		return nil, errors.New("cluster transport: a join secret is required")
 	}
+	if len(cfg.Secret) > maxHelloField {
+		return nil, fmt.Errorf("cluster transport: a join secret of %d bytes (at most %d)", len(cfg.Secret), maxHelloField)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

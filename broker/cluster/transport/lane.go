@@ -42,7 +42,7 @@ import (
 // before any TLS. A peer that does not know lanes (an older node) answers
 // something else: its HTTP/2 server's SETTINGS frame (without TLS), or
 // it closes the connection during the TLS handshake. The dialler then
-// sends its calls on the gRPC data stream until that connection breaks
+// sends its calls on the gRPC data stream while that stream stands
 // (peerConn.callLink).
 
 // laneMagic opens a call lane; no HTTP/2 client preface or TLS record
@@ -60,6 +60,15 @@ const laneHandshakeTime = 10 * time.Second
 
 // maxHelloField bounds the node name and the secret of a hello.
 const maxHelloField = 4096
+
+// refusedError is a lane the listener refused: err is the status (its
+// code and reason) the dialler's calls fail with.
+type refusedError struct{ err error }
+
+func (e refusedError) Error() string { return e.err.Error() }
+
+// GRPCStatus gives the refusal's code to status.Code and status.Convert.
+func (e refusedError) GRPCStatus() *status.Status { return status.Convert(e.err) }
 
 // errNoLane marks a peer that does not know lanes (an older node).
 var errNoLane = errors.New("peer does not open call lanes")
@@ -80,18 +89,19 @@ func newConnStream(c net.Conn, r *bufio.Reader, max int) *connStream {
 }
 
 // abort closes the connection with a reset: what this end has not sent
-// yet, and what the peer has not read yet, is dropped, so requests of a
-// lane given up (peerConn.connBroke) do not start at the peer after the
-// ones sent on its successor.
+// yet is dropped, and the peer learns of the end at once, so requests of
+// a lane given up (peerConn.connBroke) are unlikely to start at the peer
+// after those of its successor, which takes a dial and an opening first
+// (what the peer had read already it still runs).
 func (s *connStream) abort() {
 	raw := s.c
 	if tc, ok := raw.(*tls.Conn); ok {
-		raw = tc.NetConn()
+		raw = tc.NetConn() // no close_notify: it could wait on a full socket
 	}
 	if tc, ok := raw.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0)
 	}
-	_ = s.c.Close()
+	_ = raw.Close()
 }
 
 // spareBytes is the size past which a reused buffer is dropped after use
@@ -202,7 +212,7 @@ func (n *GRPCNetwork) openLane(c net.Conn, host string) (*connStream, error) {
 		if err := tc.Handshake(); err != nil {
 			var rh tls.RecordHeaderError
 			if errors.As(err, &rh) && string(rh.RecordHeader[:]) == laneMagic[:len(rh.RecordHeader)] {
-				return nil, status.Error(codes.Unavailable, "peer refused the call lane: it has no TLS between nodes (cluster.tls)")
+				return nil, refusedError{status.Error(codes.Unavailable, "peer refused the call lane: it has no TLS between nodes (cluster.tls)")}
 			}
 			// An older node's TLS server closes what it cannot read as
 			// a ClientHello, without an alert.
@@ -248,7 +258,7 @@ func (n *GRPCNetwork) openLane(c net.Conn, host string) (*connStream, error) {
 		if c == codes.OK || c > codes.Unauthenticated {
 			c = codes.Unavailable // a refusal is never OK
 		}
-		return nil, status.Errorf(c, "peer refused the call lane: %s", reason)
+		return nil, refusedError{status.Errorf(c, "peer refused the call lane: %s", reason)}
 	default:
 		return nil, fmt.Errorf("lane answer %d", answer)
 	}

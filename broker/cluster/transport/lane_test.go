@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -121,15 +123,14 @@ func TestPeerWithoutLanesGetsCallsOnTheDataStream(t *testing.T) {
 	mu.Unlock()
 	p, err := a.peer("n2")
 	must(t, err)
-	if !p.noLane.Load() || p.openLink(calls) != nil || p.openLink(data) == nil {
-		t.Fatalf("calls to a peer without lanes: noLane %v, lane %v, data stream %v",
-			p.noLane.Load(), p.openLink(calls) != nil, p.openLink(data) != nil)
+	if l := p.laneless.Load(); l == nil || l != p.openLink(data) || p.openLink(calls) != nil {
+		t.Fatalf("calls to a peer without lanes: on the data stream %v, lane open %v", l != nil && l == p.openLink(data), p.openLink(calls) != nil)
 	}
 
 	// The peer comes back knowing lanes (an upgraded node).
 	px.setTarget(b.Addr().String())
 	px.setCut(true)
-	eventually.True(t, 10*time.Second, "the connection to n2 broke", func() bool { return !p.noLane.Load() })
+	eventually.True(t, 10*time.Second, "the connection to n2 broke", func() bool { return p.openCallLink() == nil })
 	px.setCut(false)
 	eventually.Succeeds(t, 15*time.Second, "calls take the lane again", func() error {
 		if _, err := a.Call(context.Background(), "n2", "echo", []byte("hi")); err != nil {
@@ -165,6 +166,7 @@ func TestLaneRefusesStrangersAndMalformedFrames(t *testing.T) {
 		{"no node name", hello("", testSecret), call, true},
 		{"a frame past the bound", hello("n1", testSecret), binary.BigEndian.AppendUint32(nil, 1<<30), false},
 		{"not a Frame", hello("n1", testSecret), append(binary.BigEndian.AppendUint32(nil, 4), 0xff, 0xff, 0xff, 0xff), false},
+		{"frames before the answer", append(hello("n1", testSecret), call...), nil, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,7 +195,8 @@ func TestLaneRefusesStrangersAndMalformedFrames(t *testing.T) {
 				t.Fatalf("answer %d to an opening with the secret", answer)
 			}
 			_, _ = c.Write(tc.send)
-			if n, err := io.Copy(io.Discard, r); err != nil || n != 0 {
+			// Closed: EOF, or a reset when the write came after the close.
+			if n, err := io.Copy(io.Discard, r); n != 0 || err != nil && !errors.Is(err, syscall.ECONNRESET) {
 				t.Fatalf("lane not closed: read %d bytes, %v", n, err)
 			}
 		})
@@ -316,18 +319,54 @@ func TestLaneAcrossTLSSettings(t *testing.T) {
 	if resp, err := a.Call(context.Background(), "n2", "echo", []byte("hi")); err != nil || string(resp) != "hi from n1" {
 		t.Fatalf("call to an older TLS node: %q, %v", resp, err)
 	}
-	if p, err := a.peer("n2"); err != nil || !p.noLane.Load() {
+	if p, err := a.peer("n2"); err != nil || p.laneless.Load() == nil {
 		t.Fatalf("an older TLS node not taken for one without lanes (%v)", err)
 	}
 
 	plain := grpcNet(t, "n3", nil)
 	plain.Handle("echo", echo)
 	must(t, a.SetAddress("n3", plain.Addr().String()))
-	_, err := a.Call(context.Background(), "n3", "echo", []byte("hi"))
-	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no TLS") {
-		t.Fatalf("call to a node without TLS: %v; want Unavailable saying it has no TLS", err)
+	if _, err := a.Call(context.Background(), "n3", "echo", []byte("hi")); status.Code(err) != codes.Unavailable {
+		t.Fatalf("call to a node without TLS: %v; want Unavailable", err)
 	}
-	if p, perr := a.peer("n3"); perr != nil || p.noLane.Load() {
+	if p, perr := a.peer("n3"); perr != nil || p.laneless.Load() != nil {
 		t.Fatalf("a node without TLS taken for one without lanes (%v)", perr)
+	}
+	// The lane's own answer says why (a call may fail before it dials,
+	// once gRPC's connection failed).
+	for _, tc := range []struct {
+		from *GRPCNetwork
+		to   string
+		want string
+	}{
+		{a, plain.Addr().String(), "no TLS"},
+		{grpcNet(t, "n4", nil), older.Addr().String(), "requires TLS"},
+	} {
+		_, err := tc.from.dialLane(context.Background(), "n", tc.to)
+		if status.Code(err) != codes.Unavailable || !errors.As(err, new(refusedError)) || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("lane across TLS settings: %v; want refused, Unavailable, saying %q", err, tc.want)
+		}
+	}
+}
+
+// A refusal whose code is OK (a stranger at a peer's address) is a
+// failure with Unavailable, never a lane.
+func TestLaneRefusalIsNeverOK(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = c.Write(append([]byte(laneMagic), laneRefused, 0, 0, 0))
+		_, _ = io.Copy(io.Discard, c)
+	}()
+	a := grpcNet(t, "n1", nil)
+	s, err := a.dialLane(context.Background(), "n2", ln.Addr().String())
+	if s != nil || status.Code(err) != codes.Unavailable {
+		t.Fatalf("refusal with code OK: lane %v, %v; want no lane, Unavailable", s != nil, err)
 	}
 }

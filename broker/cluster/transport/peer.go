@@ -45,13 +45,15 @@ type peerConn struct {
 	// The call lane (lane.go). lmu guards the fields below it and is
 	// held only briefly: a lane is dialled on a goroutine of its own
 	// (dialing), which callers wait for as long as their context lets
-	// them. noLane: the peer does not know lanes (an older node): calls
-	// go on the data stream until the gRPC connection breaks (the peer
-	// may come back upgraded); gen counts those breaks, so a dial that
-	// began before one does not set noLane after it. refused, until
+	// them. laneless: for a peer that does not know lanes (an older
+	// node), the data stream its calls go on; calls stay on it while it
+	// stands (all of them, so Sends keep their order) and a lane is tried
+	// again once it ended (the peer may come back upgraded). gen counts
+	// the gRPC connection's breaks, so a dial that began before one does
+	// not mark the peer as lane-less after it. refused, until
 	// refusedUntil: the peer refused the last lane (a wrong secret, a TLS
 	// setting not its own): calls fail with it at once meanwhile.
-	noLane       atomic.Bool
+	laneless     atomic.Pointer[clientLink]
 	lmu          sync.Mutex
 	dialing      *laneDial
 	gen          uint64
@@ -170,27 +172,22 @@ type laneDial struct {
 const refusedFor = time.Second
 
 // callLink returns the link node-level calls go on: the call lane, dialled
-// if there is none, or the data stream of a peer without lanes (noLane).
-// Calls never switch between the two while the connection stands, so
-// Sends keep their order. While the connection to the peer is failing
-// (gRPC's TransientFailure, which the data stream failed fast on too) no
-// lane is dialled: the call fails with Unavailable at once.
+// if there is none, or the data stream of a peer without lanes (laneless).
+// Calls switch from that data stream to a lane only once it ended (its
+// calls failed or were answered), so Sends keep their order. While the
+// connection to the peer is failing (gRPC's TransientFailure, which the
+// data stream failed fast on too) no lane is dialled: the call fails with
+// Unavailable at once.
 func (p *peerConn) callLink(ctx context.Context) (*clientLink, error) {
 	if l := p.openCallLink(); l != nil {
 		return l, nil
 	}
-	if p.noLane.Load() {
-		return p.link(ctx, data)
-	}
 	p.lmu.Lock()
-	if l := p.openLink(calls); l != nil { // opened meanwhile
+	if l := p.openCallLink(); l != nil { // opened meanwhile
 		p.lmu.Unlock()
 		return l, nil
 	}
 	switch {
-	case p.noLane.Load():
-		p.lmu.Unlock()
-		return p.link(ctx, data)
 	case p.ctx.Err() != nil:
 		p.lmu.Unlock()
 		return nil, unavailable(p.node, errClosed)
@@ -214,21 +211,32 @@ func (p *peerConn) callLink(ctx context.Context) (*clientLink, error) {
 	case <-ctx.Done():
 		return nil, ctxStatus(ctx, p.node)
 	}
-	if errors.Is(d.err, errNoLane) {
-		return p.link(ctx, data)
-	}
 	return d.l, d.err
 }
 
 // dialLane dials the call lane for the callers waiting on d; gen is the
-// connection's count of breaks when the dial began.
+// connection's count of breaks when the dial began. A peer without lanes
+// gets its data stream (opened here) as the link of its calls.
 func (p *peerConn) dialLane(d *laneDial, gen uint64) {
 	s, err := p.n.dialLane(p.ctx, p.node, p.addr)
+	var ds *clientLink
+	if errors.Is(err, errNoLane) {
+		ds, err = p.link(p.ctx, data)
+	}
 	p.lmu.Lock()
 	defer p.lmu.Unlock()
 	defer close(d.done)
 	p.dialing = nil
 	switch {
+	case err == nil && ds != nil:
+		if gen != p.gen {
+			// Learnt over a connection that broke since: ask again.
+			d.err = unavailable(p.node, errLinkClosed)
+			return
+		}
+		p.laneless.Store(ds)
+		d.l = ds
+		p.n.log.Info("cluster peer has no call lanes (an older node?): its calls go on the data stream", "node", p.node)
 	case err == nil:
 		sctx, scancel := context.WithCancel(p.ctx)
 		l := newClientLink(sctx, p.node, s, &p.n.stats, queueBytes, p.n.heard, p.heard)
@@ -238,42 +246,38 @@ func (p *peerConn) dialLane(d *laneDial, gen uint64) {
 		})
 		p.links[calls].Store(l)
 		d.l = l
-	case errors.Is(err, errNoLane):
-		d.err = err
-		if gen == p.gen {
-			p.noLane.Store(true)
-			p.n.log.Info("cluster peer has no call lanes (an older node?): its calls go on the data stream", "node", p.node)
-		}
-	case status.Code(err) != codes.Unknown:
-		// Refused (its code: Unauthenticated for a wrong secret, ...) or
-		// the Network closing.
+	case errors.As(err, new(refusedError)):
+		// Unauthenticated for a wrong secret, Unavailable for a TLS
+		// setting not the peer's, ...
 		d.err = err
 		p.refused, p.refusedUntil = err, time.Now().Add(refusedFor)
+	case status.Code(err) != codes.Unknown:
+		d.err = err
 	default:
 		d.err = unavailable(p.node, err)
 	}
 }
 
-// openCallLink is the open link calls go on, without waiting: nil when it
-// is not open.
+// openCallLink is the open link calls go on, without waiting: nil when
+// there is none.
 func (p *peerConn) openCallLink() *clientLink {
-	if p.noLane.Load() {
-		return p.openLink(data)
+	if l := p.laneless.Load(); l != nil && l.ctx.Err() == nil {
+		return l
 	}
 	return p.openLink(calls)
 }
 
 // connBroke ends what lives no longer than the gRPC connection: the call
-// lane, closed with a reset (its calls in flight fail with Unavailable and
-// none of them starts at the peer after the next lane's), and what was
-// learnt of the peer's lanes.
+// lane, reset (its calls in flight fail with Unavailable; requests it had
+// not sent are dropped), and what was learnt of the peer's lanes. The data
+// stream of a peer without lanes ends with the connection by itself.
 func (p *peerConn) connBroke() {
 	p.lmu.Lock()
-	defer p.lmu.Unlock()
 	p.gen++
-	p.noLane.Store(false)
 	p.refusedUntil = time.Time{}
-	if l := p.links[calls].Load(); l != nil && l.ctx.Err() == nil {
+	l := p.links[calls].Load()
+	p.lmu.Unlock()
+	if l != nil && l.ctx.Err() == nil {
 		if s, ok := l.s.(*connStream); ok {
 			s.abort()
 		}
@@ -344,20 +348,28 @@ func (p *peerConn) openAndSend() {
 	}
 }
 
-// watchState follows the connection's state: ready or not.
+// watchState follows the connection's state: ready or not. Any change
+// away from Ready is a break for what lives with the connection
+// (connBroke), even one seen only as Connecting (gRPC may leave Idle
+// before this goroutine looks).
 func (p *peerConn) watchState() {
+	wasReady := false
 	for {
 		s := p.conn.GetState()
+		if s == connectivity.Ready {
+			wasReady = true
+		} else if wasReady {
+			wasReady = false
+			p.connBroke()
+		}
 		switch s {
 		case connectivity.Ready:
 			p.setReady(true)
 		case connectivity.TransientFailure, connectivity.Shutdown:
 			p.setReady(false)
-			p.connBroke()
 		case connectivity.Idle:
 			// A broken connection idles: reconnect at once.
 			p.conn.Connect()
-			p.connBroke()
 			p.hmu.Lock()
 			reported := p.reported
 			p.hmu.Unlock()

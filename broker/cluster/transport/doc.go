@@ -71,8 +71,8 @@
 // the goroutine that reads the socket dispatches (no hand-off from an
 // HTTP/2 reader). On a loaded machine each hand-off is a wait for a CPU,
 // and a forwarded publish waits for its round trip: the lane cut the
-// forward.publish round trip by a fifth and the brokers' CPU a forwarded
-// message by about 1 µs (docs/benchmarks.md). The opening: the dialler
+// forward.publish round trip by 10–20% and the brokers' CPU a forwarded
+// message by 0.5–1 µs (docs/benchmarks.md). The opening: the dialler
 // sends the magic, does the TLS handshake over the connection (with
 // Config.TLS: mutual, as for gRPC), then its node name and the join
 // secret; the listener answers the magic and OK, or refused with gRPC's

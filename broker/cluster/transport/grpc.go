@@ -88,11 +88,14 @@ type GRPCNetwork struct {
 	ln    net.Listener
 	srv   *grpc.Server
 	creds credentials.TransportCredentials // for dialling; nil: plaintext
-	stats counters
-	watch watchers
-	heard *heard
-	bufs  *bufPool // gRPC's buffers, both ways (bufpool.go)
-	calls *callTimes
+	// With Config.TLS, the listening and the dialling side's TLS, for
+	// gRPC (creds) and the call lanes alike; nil: plaintext.
+	srvTLS, cliTLS *tls.Config
+	stats          counters
+	watch          watchers
+	heard          *heard
+	bufs           *bufPool // gRPC's buffers, both ways (bufpool.go)
+	calls          *callTimes
 
 	secret      [sha256.Size]byte
 	maxMsg      int
@@ -162,17 +165,17 @@ func NewGRPC(cfg Config) (*GRPCNetwork, error) {
 		experimental.BufferPool(n.bufs),
 	}
 	if cfg.TLS != nil {
-		srvTLS := cfg.TLS.Clone()
-		srvTLS.ClientAuth = tls.RequireAndVerifyClientCert
-		if srvTLS.ClientCAs == nil {
-			srvTLS.ClientCAs = srvTLS.RootCAs
+		n.srvTLS = cfg.TLS.Clone()
+		n.srvTLS.ClientAuth = tls.RequireAndVerifyClientCert
+		if n.srvTLS.ClientCAs == nil {
+			n.srvTLS.ClientCAs = n.srvTLS.RootCAs
 		}
-		cliTLS := cfg.TLS.Clone()
-		if cliTLS.RootCAs == nil {
-			cliTLS.RootCAs = cliTLS.ClientCAs
+		n.cliTLS = cfg.TLS.Clone()
+		if n.cliTLS.RootCAs == nil {
+			n.cliTLS.RootCAs = n.cliTLS.ClientCAs
 		}
-		opts = append(opts, grpc.Creds(credentials.NewTLS(srvTLS)))
-		n.creds = credentials.NewTLS(cliTLS)
+		opts = append(opts, grpc.Creds(credentials.NewTLS(n.srvTLS)))
+		n.creds = credentials.NewTLS(n.cliTLS)
 	}
 	n.srv = grpc.NewServer(opts...)
 	pb.RegisterClusterServer(n.srv, &service{n: n})

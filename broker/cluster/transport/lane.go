@@ -76,16 +76,15 @@ var errNoLane = errors.New("peer does not open call lanes")
 // connStream is a frameStream over one lane connection: Send is called by
 // one goroutine (the link's writer), Recv by another (the reader).
 type connStream struct {
-	c      net.Conn
-	r      *bufio.Reader
-	max    int    // bound on one frame's encoding
-	out    []byte // Send's buffer, reused
-	in     []byte // Recv's buffer, reused (Unmarshal copies what it keeps)
-	closed func() error
+	c   net.Conn
+	r   *bufio.Reader
+	max int    // bound on one frame's encoding
+	out []byte // Send's buffer, reused
+	in  []byte // Recv's buffer, reused (Unmarshal copies what it keeps)
 }
 
 func newConnStream(c net.Conn, r *bufio.Reader, max int) *connStream {
-	return &connStream{c: c, r: r, max: max, closed: c.Close}
+	return &connStream{c: c, r: r, max: max}
 }
 
 // abort closes the connection with a reset: what this end has not sent
@@ -202,11 +201,8 @@ func (n *GRPCNetwork) openLane(c net.Conn, host string) (*connStream, error) {
 		return nil, err
 	}
 	conn := c
-	if n.creds != nil {
-		cfg := n.cfg.TLS.Clone()
-		if cfg.RootCAs == nil {
-			cfg.RootCAs = cfg.ClientCAs
-		}
+	if n.cliTLS != nil {
+		cfg := n.cliTLS.Clone()
 		cfg.ServerName = host
 		tc := tls.Client(c, cfg)
 		if err := tc.Handshake(); err != nil {
@@ -223,11 +219,7 @@ func (n *GRPCNetwork) openLane(c net.Conn, host string) (*connStream, error) {
 		}
 		conn = tc
 	}
-	hello := binary.BigEndian.AppendUint16(nil, uint16(len(n.core.node)))
-	hello = append(hello, n.core.node...)
-	hello = binary.BigEndian.AppendUint16(hello, uint16(len(n.cfg.Secret)))
-	hello = append(hello, n.cfg.Secret...)
-	if _, err := conn.Write(hello); err != nil {
+	if _, err := conn.Write(appendHello(nil, n.core.node, n.cfg.Secret)); err != nil {
 		return nil, err
 	}
 	r := bufio.NewReaderSize(conn, 64<<10)
@@ -278,7 +270,7 @@ func (n *GRPCNetwork) serveLane(c net.Conn) {
 	if _, err := io.ReadFull(c, first[:]); err != nil {
 		return
 	}
-	if isTLS := first[0] == tlsHandshakeRecord; isTLS != (n.cfg.TLS != nil) {
+	if isTLS := first[0] == tlsHandshakeRecord; isTLS != (n.srvTLS != nil) {
 		reason := "this node requires TLS between nodes (cluster.tls)"
 		if isTLS {
 			reason = "this node has no TLS between nodes (cluster.tls)"
@@ -290,13 +282,8 @@ func (n *GRPCNetwork) serveLane(c net.Conn) {
 		return
 	}
 	var conn net.Conn = &replayConn{Conn: c, head: first[:]}
-	if n.cfg.TLS != nil {
-		cfg := n.cfg.TLS.Clone()
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
-		if cfg.ClientCAs == nil {
-			cfg.ClientCAs = cfg.RootCAs
-		}
-		tc := tls.Server(conn, cfg)
+	if n.srvTLS != nil {
+		tc := tls.Server(conn, n.srvTLS)
 		if err := tc.Handshake(); err != nil {
 			n.log.Debug("cluster call lane: TLS handshake failed", "addr", c.RemoteAddr().String(), "error", err)
 			return
@@ -352,6 +339,15 @@ func (n *GRPCNetwork) serveLane(c net.Conn) {
 	default:
 		n.log.Debug("cluster call lane ended", "peer", string(from), "error", err)
 	}
+}
+
+// appendHello appends a lane's hello to b: node name and join secret,
+// each a 2-byte length and the bytes (both at most maxHelloField).
+func appendHello(b []byte, node, secret string) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(node)))
+	b = append(b, node...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(secret)))
+	return append(b, secret...)
 }
 
 // tlsHandshakeRecord is the first byte of a TLS handshake record.

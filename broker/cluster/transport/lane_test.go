@@ -30,12 +30,7 @@ import (
 )
 
 // hello is a lane's opening after its magic: node name and secret.
-func hello(node, secret string) []byte {
-	b := binary.BigEndian.AppendUint16(nil, uint16(len(node)))
-	b = append(b, node...)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(secret)))
-	return append(b, secret...)
-}
+func hello(node, secret string) []byte { return appendHello(nil, node, secret) }
 
 // laneFrame is one lane frame: a length and the Frame's encoding.
 func laneFrame(t testing.TB, msgs ...*pb.Message) []byte {

@@ -92,11 +92,13 @@ generate: controller-gen proto
 	$(GO) generate ./...
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
-## proto: regenerate broker/cluster/clusterpb from cluster.proto (protoc pinned in hack/protoc.sh, plugins in go.mod's tool directives)
+## proto: regenerate broker/cluster/clusterpb from cluster.proto (protoc pinned in hack/protoc.sh; plugins protoc-gen-go, -go-grpc and -go-vtproto in go.mod's tool directives)
 proto:
 	hack/protoc.sh -I broker/cluster/clusterpb \
 		--plugin=protoc-gen-go=hack/protoc-gen-go.sh --go_out=broker/cluster/clusterpb --go_opt=paths=source_relative \
 		--plugin=protoc-gen-go-grpc=hack/protoc-gen-go-grpc.sh --go-grpc_out=broker/cluster/clusterpb --go-grpc_opt=paths=source_relative \
+		--plugin=protoc-gen-go-vtproto=hack/protoc-gen-go-vtproto.sh --go-vtproto_out=broker/cluster/clusterpb \
+		--go-vtproto_opt=paths=source_relative,features=size+marshal+unmarshal \
 		broker/cluster/clusterpb/cluster.proto
 
 # Operator tooling, pinned and installed into ./bin (the version is part of the file name,

@@ -11,13 +11,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"syscall"
 	"time"
 
 	pb "github.com/warrenmq/warren/broker/cluster/clusterpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 )
 
 // The call lane: node-level calls (Call, Send: forwarded client traffic,
@@ -108,16 +108,16 @@ func (s *connStream) abort() {
 const spareBytes = 4 << 20
 
 func (s *connStream) Send(f *pb.Frame) error {
-	buf := append(s.out[:0], 0, 0, 0, 0)
-	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, f)
-	if err != nil {
+	size := f.SizeVT()
+	if size > s.max {
+		return status.Errorf(codes.ResourceExhausted, "frame of %d bytes (limit %d)", size, s.max)
+	}
+	buf := slices.Grow(s.out[:0], 4+size)[:4+size]
+	binary.BigEndian.PutUint32(buf, uint32(size))
+	if _, err := f.MarshalToSizedBufferVT(buf[4:]); err != nil {
 		return fmt.Errorf("encoding a frame: %w", err)
 	}
-	if len(buf)-4 > s.max {
-		return status.Errorf(codes.ResourceExhausted, "frame of %d bytes (limit %d)", len(buf)-4, s.max)
-	}
-	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
-	_, err = s.c.Write(buf)
+	_, err := s.c.Write(buf)
 	if cap(buf) <= spareBytes {
 		s.out = buf[:0]
 	} else {
@@ -140,7 +140,7 @@ func (s *connStream) Recv() (*pb.Frame, error) {
 		return nil, err
 	}
 	f := &pb.Frame{}
-	if err := proto.Unmarshal(buf, f); err != nil {
+	if err := f.UnmarshalVT(buf); err != nil {
 		return nil, malformed("frame: %v", err)
 	}
 	return f, nil

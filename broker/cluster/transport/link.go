@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	pb "github.com/warrenmq/warren/broker/cluster/clusterpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // frameStream is one gRPC bidirectional stream of Frames, from either end.
@@ -62,7 +61,7 @@ func newLink(ctx context.Context, s frameStream, stats *counters, limit int) *li
 // put queues m for the peer, waiting while the queue holds limit bytes
 // (not when ctx is marked Immediate).
 func (l *link) put(ctx context.Context, m *pb.Message) error {
-	size := proto.Size(m)
+	size := m.SizeVT()
 	now := immediate(ctx)
 	for {
 		l.mu.Lock()

@@ -12,7 +12,6 @@ import (
 	pb "github.com/warrenmq/warren/broker/cluster/clusterpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 )
 
 // streamKind names the three streams a node opens to each peer.
@@ -335,8 +334,10 @@ func (s *serverLink) answer(id uint64, resp *pb.Message, err error) {
 
 // answerCtx is answer whose wait for room in the queue ctx bounds.
 func (s *serverLink) answerCtx(ctx context.Context, id uint64, resp *pb.Message, err error) {
-	if err == nil && proto.Size(resp) > s.n.maxMsg {
-		err = status.Errorf(codes.ResourceExhausted, "answer of %d bytes (limit %d)", proto.Size(resp), s.n.maxMsg)
+	if err == nil {
+		if size := resp.SizeVT(); size > s.n.maxMsg {
+			err = status.Errorf(codes.ResourceExhausted, "answer of %d bytes (limit %d)", size, s.n.maxMsg)
+		}
 	}
 	if err != nil {
 		st := status.Convert(asStatus(err))

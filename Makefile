@@ -160,7 +160,7 @@ envtest:
 bench:
 	./hack/bench.sh
 
-## bench-cluster: a three-node cluster measured in one run: idle CPU, metadata writes, a client on a non-owner node vs the owner
+## bench-cluster: a three-node cluster measured in one run: idle CPU, metadata writes, a client on a non-owner node vs the owner (and the same against a three-node RabbitMQ cluster)
 bench-cluster:
 	./hack/bench-cluster.sh
 

@@ -16,11 +16,17 @@
 #                 than it moves this), and the mean round trip of node 2's
 #                 forward.publish calls (what a confirm through another
 #                 node waits for).
+#   RabbitMQ      the same s1 and s5 runs against a three-node RabbitMQ
+#                 cluster (Debian's rabbitmq-server, installed when
+#                 missing, as make bench does) on this machine, once
+#                 Warren's nodes are stopped: the reference broker's own
+#                 non-owner / owner ratio on the same host.
 #
 # Environment: BENCH_DURATION=15 (seconds per PerfTest run), BENCH_PASSES=2,
-# BENCH_IDLE=30, BENCH_SCENARIOS=s1,s5, BENCH_WRITE_DOCS=0 (1: append the
-# table to docs/benchmarks.md). Needs java and maven (PerfTest is fetched
-# from Maven Central once, as make bench does). Never run it while compiling.
+# BENCH_IDLE=30, BENCH_SCENARIOS=s1,s5, BENCH_RABBITMQ=1 (0: Warren only),
+# BENCH_WRITE_DOCS=0 (1: append the table to docs/benchmarks.md). Needs java
+# and maven (PerfTest is fetched from Maven Central once, as make bench
+# does). Never run it while compiling.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -31,6 +37,7 @@ IDLE=${BENCH_IDLE:-30}
 SCENARIOS=${BENCH_SCENARIOS:-s1,s5}
 DATA=$(mktemp -d /tmp/warren-bench-cluster.XXXXXX)
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
+source "$ROOT/hack/bench/rabbitmq.sh"
 
 if [ ! -f "$CACHE/perftest/lib/perf-test-2.22.1.jar" ]; then
 	log "fetching PerfTest 2.22.1 from Maven Central"
@@ -88,16 +95,29 @@ log "declares: $declares/s on node $follower ($leader leads the metadata)"
 # s1 and s5 against a queue on node 1, from node 1 and from node 2.
 declare -A SCEN=([s1]="-x 1 -y 1 -s 12 -a" [s5]="-x 1 -y 1 -q 100 -c 100")
 curl -sf -u guest:guest -X PUT -H 'content-type: application/json' -d '{"durable":true}' "$(api 1)/api/queues/%2F/bench-q" >/dev/null
+# The broker measured: its node I's AMQP URI, how to empty bench-q, and
+# its processes (their CPU counts in ticks).
+BROKER=warren
+tick_pids=("${pids[@]}")
+uri() { if [ "$BROKER" = warren ]; then amqp "$1"; else echo "amqp://guest:guest@127.0.0.1:$(rabbitmq_cluster_port "$1")"; fi; }
+purge() {
+	if [ "$BROKER" = warren ]; then
+		curl -sf -u guest:guest -X DELETE "$(api 1)/api/queues/%2F/bench-q/contents" >/dev/null || true
+	else
+		timeout 30 rabbitmqctl -n rabbit1@localhost purge_queue bench-q >/dev/null 2>&1 || true
+	fi
+}
+cputicks() { local t=0 p; for p in "${tick_pids[@]}"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
 # perftest NODE SCENARIO: PerfTest's receiving rate (0 when it failed) and
 # the three brokers' CPU a message over the run (µs, from /proc ticks).
 perftest() {
 	local out t0 t1 rate
 	# What an earlier run left in the queue is not this run's to count.
-	curl -sf -u guest:guest -X DELETE "$(api 1)/api/queues/%2F/bench-q/contents" >/dev/null || true
-	t0=$(ticks)
-	out=$(java -Xms256m -Xmx1g -cp "$CACHE/perftest/lib/*" com.rabbitmq.perf.PerfTest -h "$(amqp "$1")" \
+	purge
+	t0=$(cputicks)
+	out=$(java -Xms256m -Xmx1g -cp "$CACHE/perftest/lib/*" com.rabbitmq.perf.PerfTest -h "$(uri "$1")" \
 		${SCEN[$2]} -u bench-q -p -z "$DURATION" 2>&1 || true)
-	t1=$(ticks)
+	t1=$(cputicks)
 	rate=$(grep -o 'receiving rate avg: [0-9]*' <<<"$out" | grep -o '[0-9]*$' || echo 0)
 	awk -v r="$rate" -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v s="$DURATION" \
 		'BEGIN{ printf "%d %.2f\n", r, (r > 0 ? d / hz * 1e6 / (r * s) : 0) }'
@@ -113,25 +133,58 @@ calls() {
 		index($0, "warren_cluster_call_duration_seconds_count{") == 1 && index($0, m) { n = $2 }
 		END { printf "%.9f %d\n", s + 0, n + 0 }' <<<"$m"
 }
+# ratios NAME: each scenario's owner and non-owner runs, alternated
+# PASSES times, as table rows (with node 2's forward.publish round trip
+# for Warren).
 rows=""
-for sc in ${SCENARIOS//,/ }; do
-	own=0 fwd=0 owncpu=0 fwdcpu=0
-	read -r s0 n0 < <(calls 2 forward.publish)
-	for pass in $(seq 1 "$PASSES"); do
-		read -r o oc < <(perftest 1 "$sc")
-		read -r f fc < <(perftest 2 "$sc")
-		log "$sc pass $pass: owner $o msg/s ($oc µs of broker CPU a message), non-owner $f msg/s ($fc µs)"
-		own=$((own + o)) fwd=$((fwd + f))
-		owncpu=$(awk -v a="$owncpu" -v b="$oc" 'BEGIN{ print a + b }') fwdcpu=$(awk -v a="$fwdcpu" -v b="$fc" 'BEGIN{ print a + b }')
+ratios() {
+	local sc own fwd owncpu fwdcpu pass o oc f fc s0 n0 s1 n1 ratio cpu rtt
+	for sc in ${SCENARIOS//,/ }; do
+		own=0 fwd=0 owncpu=0 fwdcpu=0
+		[ "$BROKER" = warren ] && read -r s0 n0 < <(calls 2 forward.publish)
+		for pass in $(seq 1 "$PASSES"); do
+			read -r o oc < <(perftest 1 "$sc")
+			read -r f fc < <(perftest 2 "$sc")
+			log "$1 $sc pass $pass: owner $o msg/s ($oc µs of broker CPU a message), non-owner $f msg/s ($fc µs)"
+			own=$((own + o)) fwd=$((fwd + f))
+			owncpu=$(awk -v a="$owncpu" -v b="$oc" 'BEGIN{ print a + b }') fwdcpu=$(awk -v a="$fwdcpu" -v b="$fc" 'BEGIN{ print a + b }')
+		done
+		own=$((own / PASSES)) fwd=$((fwd / PASSES))
+		ratio=$(awk -v a="$fwd" -v b="$own" 'BEGIN{ if (b > 0) printf "%.0f%%", a / b * 100; else print "-" }')
+		cpu=$(awk -v a="$owncpu" -v b="$fwdcpu" -v p="$PASSES" 'BEGIN{ printf "%.2f / %.2f", a / p, b / p }')
+		if [ "$BROKER" = warren ]; then
+			read -r s1 n1 < <(calls 2 forward.publish)
+			rtt=$(awk -v s="$s0" -v S="$s1" -v n="$n0" -v N="$n1" 'BEGIN{ if (s != "-" && S != "-" && N > n) printf "; forward.publish round trip (mean) %.0f µs", (S - s) / (N - n) * 1e6; else print "" }')
+			rows+="| $sc: client on the owner / on another node (msg/s) | $own / $fwd | $ratio (target ≥ 80%) |"$'\n'
+		else
+			rtt=""
+			rows+="| $sc, $1 (same machine, same run): client on the owner / on another node (msg/s) | $own / $fwd | $ratio |"$'\n'
+		fi
+		rows+="| $sc, $1: the brokers' CPU a message, owner / other node (µs)$rtt | $cpu | |"$'\n'
 	done
-	read -r s1 n1 < <(calls 2 forward.publish)
-	own=$((own / PASSES)) fwd=$((fwd / PASSES))
-	ratio=$(awk -v a="$fwd" -v b="$own" 'BEGIN{ if (b > 0) printf "%.0f%%", a / b * 100; else print "-" }')
-	cpu=$(awk -v a="$owncpu" -v b="$fwdcpu" -v p="$PASSES" 'BEGIN{ printf "%.2f / %.2f", a / p, b / p }')
-	rtt=$(awk -v s="$s0" -v S="$s1" -v n="$n0" -v N="$n1" 'BEGIN{ if (s != "-" && S != "-" && N > n) printf "%.0f µs", (S - s) / (N - n) * 1e6; else print "-" }')
-	rows+="| $sc: client on the owner / on another node (msg/s) | $own / $fwd | $ratio (target ≥ 80%) |"$'\n'
-	rows+="| $sc: the brokers' CPU a message, owner / other node (µs); forward.publish round trip (mean) | $cpu; $rtt | |"$'\n'
-done
+}
+ratios Warren
+
+# The same against a three-node RabbitMQ cluster on this machine, Warren
+# stopped first (BENCH_RABBITMQ=0 skips it).
+if [ "${BENCH_RABBITMQ:-1}" = 1 ]; then
+	stop
+	pids=()
+	DATA=$(mktemp -d /tmp/warren-bench-cluster.XXXXXX)
+	chmod 755 "$DATA" # RabbitMQ's nodes run as the rabbitmq user
+	trap 'rabbitmq_cluster_stop 3; rm -rf "$DATA"' EXIT
+	rabbitmq_install
+	log "starting a three-node RabbitMQ $(rabbitmq_version) cluster"
+	if rabbitmq_cluster_start "$DATA/rabbitmq" 3; then
+		BROKER=rabbitmq
+		read -ra tick_pids <<<"$(rabbitmq_cluster_pids)"
+		# A classic queue lives on the node its declaring client is on.
+		java -cp "$CACHE/perftest/lib/*" com.rabbitmq.perf.PerfTest -h "$(uri 1)" -x 0 -y 0 -u bench-q \
+			--auto-delete false -f persistent -z 1 >/dev/null 2>&1 || true
+		ratios "RabbitMQ $(rabbitmq_version)"
+	fi
+	rabbitmq_cluster_stop 3
+fi
 table="| three-node cluster, $(date -u +%F), $(nproc) CPUs | figure | target |
 | --- | --- | --- |
 | idle CPU, metadata group only | $idle% of one CPU | < 1% |

@@ -32,15 +32,10 @@ RESULTS=$OUT/bench-results.tsv
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 source "$ROOT/hack/bench/steal.sh"
 source "$ROOT/hack/bench/cpu.sh"
+source "$ROOT/hack/bench/rabbitmq.sh"
 
 install_deps() {
-  if ! command -v rabbitmq-server >/dev/null; then
-    log "installing rabbitmq-server from Debian"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server >/dev/null
-  fi
-  # Debian starts the service where systemd runs; we run our own instance.
-  (service rabbitmq-server stop || true) >/dev/null 2>&1
+  rabbitmq_install
   if [ ! -f "$CACHE/perftest/lib/perf-test-2.22.1.jar" ]; then
     log "fetching PerfTest 2.22.1 from Maven Central"
     mkdir -p "$CACHE/perftest"

@@ -27,7 +27,8 @@
 # BENCH_IDLE=30, BENCH_SCENARIOS=s1,s5, BENCH_RABBITMQ=1 (0: Warren only),
 # BENCH_WRITE_DOCS=0 (1: append the table to docs/benchmarks.md). Needs java
 # and maven (PerfTest is fetched from Maven Central once, as make bench
-# does). Never run it while compiling.
+# does), and root for RabbitMQ's install and data directories. Never run it
+# while compiling.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -77,11 +78,14 @@ done
 log "cluster of 3 formed"
 
 # Idle CPU: after a settling pause, the processes' utime+stime.
-ticks() { local t=0 p; for p in "${pids[@]}"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
+# cputicks: the CPU ticks (utime + stime) of the measured broker's
+# processes, tick_pids (one that is gone counts 0).
+tick_pids=("${pids[@]}")
+cputicks() { local t=0 p; for p in "${tick_pids[@]}"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo "$t"; }
 sleep 5
-t0=$(ticks)
+t0=$(cputicks)
 sleep "$IDLE"
-t1=$(ticks)
+t1=$(cputicks)
 idle=$(awk -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v s="$IDLE" 'BEGIN{printf "%.2f", d / hz / s * 100}')
 log "idle: $idle% of one CPU for the three nodes"
 
@@ -89,9 +93,8 @@ log "idle: $idle% of one CPU for the three nodes"
 declare -A SCEN=([s1]="-x 1 -y 1 -s 12 -a" [s5]="-x 1 -y 1 -q 100 -c 100")
 curl -sf -u guest:guest -X PUT -H 'content-type: application/json' -d '{"durable":true}' "$(api 1)/api/queues/%2F/bench-q" >/dev/null
 # The broker measured: its node I's AMQP URI, how to empty bench-q, and
-# its processes (their CPU counts in ticks).
+# its processes (tick_pids).
 BROKER=warren
-tick_pids=("${pids[@]}")
 uri() { if [ "$BROKER" = warren ]; then amqp "$1"; else echo "amqp://guest:guest@127.0.0.1:$(rabbitmq_cluster_port "$1")"; fi; }
 purge() {
 	if [ "$BROKER" = warren ]; then
@@ -100,7 +103,6 @@ purge() {
 		timeout 30 rabbitmqctl -n rabbit1@localhost purge_queue bench-q >/dev/null 2>&1 || true
 	fi
 }
-cputicks() { local t=0 p; for p in "${tick_pids[@]}"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
 # perftest NODE SCENARIO: PerfTest's receiving rate (0 when it failed) and
 # the three brokers' CPU a message over the run (µs, from /proc ticks).
 perftest() {
@@ -147,13 +149,13 @@ ratios() {
 		cpu=$(awk -v a="$owncpu" -v b="$fwdcpu" -v p="$PASSES" 'BEGIN{ printf "%.2f / %.2f", a / p, b / p }')
 		if [ "$BROKER" = warren ]; then
 			read -r s1 n1 < <(calls 2 forward.publish)
-			rtt=$(awk -v s="$s0" -v S="$s1" -v n="$n0" -v N="$n1" 'BEGIN{ if (s != "-" && S != "-" && N > n) printf "; forward.publish round trip (mean) %.0f µs", (S - s) / (N - n) * 1e6; else print "" }')
-			rows+="| $sc: client on the owner / on another node (msg/s) | $own / $fwd | $ratio (target ≥ 80%) |"$'\n'
+			rtt=$(awk -v s="$s0" -v S="$s1" -v n="$n0" -v N="$n1" 'BEGIN{ if (s != "-" && S != "-" && N > n) printf "%.0f µs", (S - s) / (N - n) * 1e6; else print "-" }')
+			rows+="| $sc: client on the owner / on another node (msg/s) | $own / $fwd ($ratio) | ≥ 80% |"$'\n'
+			rows+="| $sc: the brokers' CPU a message, owner / other node (µs); forward.publish round trip (mean) | $cpu; $rtt | |"$'\n'
 		else
-			rtt=""
-			rows+="| $sc, $1 (same machine, same run): client on the owner / on another node (msg/s) | $own / $fwd | $ratio |"$'\n'
+			rows+="| $sc, $1 (same machine, same run): client on the owner / on another node (msg/s) | $own / $fwd ($ratio) | |"$'\n'
+			rows+="| $sc, $1: the brokers' CPU a message, owner / other node (µs) | $cpu | |"$'\n'
 		fi
-		rows+="| $sc, $1: the brokers' CPU a message, owner / other node (µs)$rtt | $cpu | |"$'\n'
 	done
 }
 ratios Warren
@@ -177,10 +179,11 @@ if [ "${BENCH_RABBITMQ:-1}" = 1 ]; then
 	pids=()
 	DATA=$(mktemp -d /tmp/warren-bench-cluster.XXXXXX)
 	chmod 755 "$DATA" # RabbitMQ's nodes run as the rabbitmq user
-	trap 'rabbitmq_cluster_stop 3; rm -rf "$DATA"' EXIT
-	rabbitmq_install
-	log "starting a three-node RabbitMQ $(rabbitmq_version) cluster"
-	if rabbitmq_cluster_start "$DATA/rabbitmq" 3; then
+	trap 'rabbitmq_cluster_stop; rm -rf "$DATA"' EXIT
+	# A RabbitMQ that cannot be installed or started leaves Warren's table
+	# without its rows.
+	if rabbitmq_install && log "starting a three-node RabbitMQ $(rabbitmq_version) cluster" &&
+		rabbitmq_cluster_start "$DATA/rabbitmq" 3; then
 		BROKER=rabbitmq
 		read -ra tick_pids <<<"$(rabbitmq_cluster_pids)"
 		# A classic queue lives on the node its declaring client is on.
@@ -188,7 +191,8 @@ if [ "${BENCH_RABBITMQ:-1}" = 1 ]; then
 			--auto-delete false -f persistent -z 1 >/dev/null 2>&1 || true
 		ratios "RabbitMQ $(rabbitmq_version)"
 	fi
-	rabbitmq_cluster_stop 3
+	rabbitmq_cluster_stop
+	trap 'rm -rf "$DATA"' EXIT
 fi
 table="| three-node cluster, $(date -u +%F), $(nproc) CPUs | figure | target |
 | --- | --- | --- |

@@ -23,7 +23,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 )
 
 // Config configures a gRPC Network.
@@ -415,7 +414,7 @@ func (n *GRPCNetwork) raftMessage(group string, cmd any) (*pb.Message, error) {
 	if err := setRaftBody(m, cmd); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	if size := proto.Size(m); size > n.maxMsg {
+	if size := m.SizeVT(); size > n.maxMsg {
 		return nil, status.Errorf(codes.ResourceExhausted, "%T of %d bytes (limit %d)", cmd, size, n.maxMsg)
 	}
 	return m, nil

@@ -114,10 +114,17 @@ func (s *connStream) Send(f *pb.Frame) error {
 	}
 	buf := slices.Grow(s.out[:0], 4+size)[:4+size]
 	binary.BigEndian.PutUint32(buf, uint32(size))
-	if _, err := f.MarshalToSizedBufferVT(buf[4:]); err != nil {
+	// The encoding must fill the size exactly: vtprotobuf writes back to
+	// front, so a short one would leave stale bytes under a right length
+	// (clusterpb's doc.go says when the pinned generator's sizes are off).
+	n, err := f.MarshalToSizedBufferVT(buf[4:])
+	if err == nil && n != size {
+		err = fmt.Errorf("%d bytes encoded, %d sized", n, size)
+	}
+	if err != nil {
 		return fmt.Errorf("encoding a frame: %w", err)
 	}
-	_, err := s.c.Write(buf)
+	_, err = s.c.Write(buf)
 	if cap(buf) <= spareBytes {
 		s.out = buf[:0]
 	} else {

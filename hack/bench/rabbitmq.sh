@@ -63,7 +63,11 @@ rabbitmq_cluster_port() { echo $((6671 + 1000 * ($1 - 1))); }
 # pid files).
 rabbitmq_cluster_pids() {
   local i
-  for i in $(seq 1 "${RABBITMQ_CLUSTER_NODES:-0}"); do cat "$RABBITMQ_CLUSTER_DIR/n$i/pid" 2>/dev/null; done | tr '\n' ' '
+  for i in $(seq 1 "${RABBITMQ_CLUSTER_NODES:-0}"); do
+    # The file holds the id without a newline.
+    [ -s "$RABBITMQ_CLUSTER_DIR/n$i/pid" ] && printf '%s ' "$(cat "$RABBITMQ_CLUSTER_DIR/n$i/pid")"
+  done
+  echo
 }
 
 # rabbitmq_cluster_stop stops the nodes rabbitmq_cluster_start started

@@ -106,7 +106,8 @@
 // handler's answer: their senders must not block (a done callback, a
 // queue's loop) and bound what they have in flight themselves; such a Send
 // to a peer whose stream is not open yet waits for it on a goroutine, with
-// the other Immediate Sends behind it, in order. gRPC reads the peers'
+// the other Immediate Sends behind it, in order, and no longer than its
+// context (its done is then told Canceled or DeadlineExceeded). gRPC reads the peers'
 // messages into buffers of the Network's own pool (bufpool.go: powers of
 // two up to 4 MiB, not cleared at each use as gRPC's default pool's are).
 //

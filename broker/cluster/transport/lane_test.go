@@ -415,3 +415,41 @@ func TestLaneFramesRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// An Immediate Send that waits for the call lane to open (the peer's
+// connection being made) waits no longer than its context: a peer that
+// holds every byte would otherwise hold it for the opening's bound.
+func TestImmediateSendWaitingForTheLaneEndsWithItsContext(t *testing.T) {
+	a, b := grpcNet(t, "n1", nil), grpcNet(t, "n2", nil)
+	b.HandleInline("echo", echo)
+	p := newProxy(t, b.Addr().String())
+	p.freeze(true)
+	must(t, a.SetAddress("n2", p.addr()))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	got := make(chan error, 1)
+	must(t, a.Send(Immediate(ctx), "n2", "echo", []byte("x"), func(_ []byte, err error) { got <- err }))
+	select {
+	case err := <-got:
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("Send ended with %v, want DeadlineExceeded", err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("Send ended after %v, its context after 300ms", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Send still waits for the lane 5s on, its context ended after 300ms")
+	}
+	// Once the peer answers again, Sends go through.
+	p.freeze(false)
+	eventually.True(t, 15*time.Second, "a Send through once n2 answers", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		res := make(chan error, 1)
+		if err := a.Send(Immediate(ctx), "n2", "echo", []byte("y"), func(_ []byte, err error) { res <- err }); err != nil {
+			return false
+		}
+		return <-res == nil
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,7 +66,7 @@ type peerConn struct {
 	// (sendImmediate).
 	// smu is taken before a stream's own locks (a Send made under it), never with mu.
 	smu     sync.Mutex
-	waiting []pendingSend
+	waiting []*pendingSend
 	opening bool
 
 	hmu                          sync.Mutex // the peer's health, for Watch
@@ -286,10 +287,13 @@ func (p *peerConn) connBroke() {
 }
 
 // pendingSend is an Immediate Send waiting for the call lane to open.
+// Whoever takes it out of peerConn.waiting calls its done: the goroutine
+// that sends the waiting ones, or its context's end (stop unregisters that).
 type pendingSend struct {
 	ctx  context.Context
 	m    *pb.Message
 	done func(*pb.Message, error)
+	stop func() bool
 }
 
 // sendImmediate queues request m on the call lane (callLink) without
@@ -298,6 +302,9 @@ type pendingSend struct {
 // Immediate Sends already wait for one, m waits with them, and a goroutine
 // opens the lane and sends them in the order they came (or fails their
 // done with its error). A caller's Immediate Sends so keep their order.
+// One whose context ends while it waits leaves the queue and its done is
+// told so then, not once the opening ends (which may take
+// laneHandshakeTime).
 func (p *peerConn) sendImmediate(ctx context.Context, m *pb.Message, done func(*pb.Message, error)) error {
 	p.smu.Lock()
 	if !p.opening {
@@ -308,7 +315,21 @@ func (p *peerConn) sendImmediate(ctx context.Context, m *pb.Message, done func(*
 		p.opening = true
 		go p.openAndSend()
 	}
-	p.waiting = append(p.waiting, pendingSend{ctx: ctx, m: m, done: done})
+	ps := &pendingSend{ctx: ctx, m: m, done: done}
+	// A Send waits for the lane no longer than its context: the opening
+	// may take up to laneHandshakeTime.
+	ps.stop = context.AfterFunc(ctx, func() {
+		p.smu.Lock()
+		i := slices.Index(p.waiting, ps)
+		if i >= 0 {
+			p.waiting = slices.Delete(p.waiting, i, i+1)
+		}
+		p.smu.Unlock()
+		if i >= 0 {
+			done(nil, ctxStatus(ctx, p.node))
+		}
+	})
+	p.waiting = append(p.waiting, ps)
 	p.smu.Unlock()
 	return nil
 }
@@ -337,6 +358,7 @@ func (p *peerConn) openAndSend() {
 		}
 		p.smu.Unlock()
 		for _, s := range w {
+			s.stop()
 			if err != nil {
 				s.done(nil, err)
 				continue

@@ -349,12 +349,16 @@ func (n *GRPCNetwork) serveLane(c net.Conn) {
 }
 
 // appendHello appends a lane's hello to b: node name and join secret,
-// each a 2-byte length and the bytes (both at most maxHelloField).
+// each a field (appendField; both at most maxHelloField).
 func appendHello(b []byte, node, secret string) []byte {
-	b = binary.BigEndian.AppendUint16(b, uint16(len(node)))
-	b = append(b, node...)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(secret)))
-	return append(b, secret...)
+	return appendField(appendField(b, node), secret)
+}
+
+// appendField appends s to b as readField reads it: a 2-byte length and
+// the bytes.
+func appendField(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(s)))
+	return append(b, s...)
 }
 
 // tlsHandshakeRecord is the first byte of a TLS handshake record.
@@ -364,9 +368,7 @@ const tlsHandshakeRecord = 0x16
 // dialler's calls fail with (as gRPC's refusal of the same peer would
 // give) and the reason.
 func refusal(code codes.Code, reason string) []byte {
-	out := append([]byte(laneMagic), laneRefused, byte(code))
-	out = binary.BigEndian.AppendUint16(out, uint16(len(reason)))
-	return append(out, reason...)
+	return appendField(append([]byte(laneMagic), laneRefused, byte(code)), reason)
 }
 
 // readField reads a 2-byte length and that many bytes (at most

@@ -2,10 +2,12 @@ package brokertest
 
 import (
 	"bufio"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -22,11 +24,33 @@ func BuildWarren(t testing.TB) string {
 	return bin
 }
 
-// StartProcess runs `bin serve --data-dir dataDir` with each of sets as a
-// --set key=value, returns once the node has logged that it started (at
-// most 60 s), and kills it when the test ends. With -v its log goes to
-// the test's.
-func StartProcess(t testing.TB, bin, dataDir string, sets ...string) *exec.Cmd {
+// processLogLines is how much of a process's log a failing test shows.
+const processLogLines = 40
+
+// processStartTimeout bounds how long a process may take to log that it
+// started.
+const processStartTimeout = 60 * time.Second
+
+// Process is a warren process run by a test. Its log is kept (the last
+// processLogLines lines) and shown when the test fails; with -v every line
+// goes to the test's log. Its methods may be called from any goroutine.
+type Process struct {
+	Cmd *exec.Cmd
+
+	started chan struct{} // closed when the process logged "warren started"
+	exited  chan struct{} // closed when the process exited
+	waitErr error         // the exit status; set before exited is closed
+
+	mu    sync.Mutex
+	tail  []string          // the last processLogLines lines of its log
+	addrs map[string]string // listener name to address, from "warren started"
+}
+
+// LaunchProcess runs `bin serve --data-dir dataDir` with each of sets as a
+// --set key=value and returns at once; WaitStarted waits for it to serve.
+// The process is killed when the test ends. A listener set to
+// 127.0.0.1:0 gets a port of the kernel's choosing, which Addr reports.
+func LaunchProcess(t testing.TB, bin, dataDir string, sets ...string) *Process {
 	t.Helper()
 	args := []string{"serve", "--data-dir", dataDir}
 	// Processes of parallel tests must not share the default cluster port,
@@ -41,36 +65,119 @@ func StartProcess(t testing.TB, bin, dataDir string, sets ...string) *exec.Cmd {
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
-	cmd := exec.Command(bin, args...)
-	stderr, err := cmd.StderrPipe()
+	p := &Process{Cmd: exec.Command(bin, args...), started: make(chan struct{}), exited: make(chan struct{})}
+	// Killed with the test binary, should it die without its cleanups.
+	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stderr, err := p.Cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := p.Cmd.Start(); err != nil {
 		t.Fatalf("start warren: %v", err)
 	}
-	started := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		once := sync.Once{}
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "warren started") {
-				once.Do(func() { close(started) })
-			}
-			if testing.Verbose() {
-				t.Log(sc.Text())
-			}
-		}
-	}()
-	select {
-	case <-started:
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("warren did not start")
-	}
+	go p.read(t, stderr)
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		p.Kill()
+		if t.Failed() {
+			t.Logf("log of warren (pid %d, %s), last lines:\n%s", p.Cmd.Process.Pid, dataDir, p.Log())
+		}
 	})
-	return cmd
+	return p
 }
+
+// read keeps the process's log until it ends, then waits for the process.
+func (p *Process) read(t testing.TB, stderr io.Reader) {
+	var once sync.Once
+	sc := bufio.NewScanner(stderr)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		p.mu.Lock()
+		p.tail = append(p.tail, line)
+		if len(p.tail) > processLogLines {
+			p.tail = p.tail[len(p.tail)-processLogLines:]
+		}
+		if strings.Contains(line, "warren started") {
+			p.addrs = logAddrs(line)
+			once.Do(func() { close(p.started) })
+		}
+		p.mu.Unlock()
+		if testing.Verbose() {
+			t.Log(line)
+		}
+	}
+	p.waitErr = p.Cmd.Wait()
+	close(p.exited)
+}
+
+// logAddrs reads the key=value pairs of a slog text line.
+func logAddrs(line string) map[string]string {
+	addrs := map[string]string{}
+	for _, f := range strings.Fields(line) {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			addrs[k] = strings.Trim(v, `"`)
+		}
+	}
+	return addrs
+}
+
+// StartProcess is LaunchProcess followed by WaitStarted.
+func StartProcess(t testing.TB, bin, dataDir string, sets ...string) *Process {
+	t.Helper()
+	p := LaunchProcess(t, bin, dataDir, sets...)
+	p.WaitStarted(t)
+	return p
+}
+
+// WaitStarted returns once the process has logged that it started; the
+// test fails, with the process's log, if it exits first or takes longer
+// than a minute.
+func (p *Process) WaitStarted(t testing.TB) {
+	t.Helper()
+	select {
+	case <-p.started:
+	case <-p.exited:
+		t.Fatalf("warren exited while starting (%v)", p.waitErr)
+	case <-time.After(processStartTimeout):
+		t.Fatalf("warren did not start within %v", processStartTimeout)
+	}
+}
+
+// Addr is the address the started process logged for a listener ("amqp",
+// "stream", "http", "prometheus"), or "" before it started.
+func (p *Process) Addr(listener string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.addrs[listener]
+}
+
+// Log is the last lines the process logged.
+func (p *Process) Log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.tail, "\n")
+}
+
+// Signal sends sig to the process, if it still runs.
+func (p *Process) Signal(sig syscall.Signal) {
+	select {
+	case <-p.exited:
+	default:
+		_ = p.Cmd.Process.Signal(sig)
+	}
+}
+
+// Kill kills the process with SIGKILL and returns once it has exited.
+func (p *Process) Kill() {
+	p.Signal(syscall.SIGKILL)
+	<-p.exited
+}
+
+// Wait returns the process's exit status once it has exited.
+func (p *Process) Wait() error {
+	<-p.exited
+	return p.waitErr
+}
+
+// Exited is closed when the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.exited }

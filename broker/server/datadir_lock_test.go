@@ -25,7 +25,7 @@ func TestProbeSecondBrokerOnDataDirExits(t *testing.T) {
 	}
 	bin := brokertest.BuildWarren(t)
 	dir := t.TempDir()
-	first := startProcess(t, bin, dir, brokertest.FreePort(t))
+	first := startProcess(t, bin, dir)
 	publishConfirmed(t, first.url(), "held", "before the kill")
 
 	second := brokertest.FreePort(t)
@@ -38,7 +38,7 @@ func TestProbeSecondBrokerOnDataDirExits(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
 		t.Fatalf("second broker on %s: err %v, want a non-zero exit; output:\n%s", dir, err, out)
 	}
-	want := fmt.Sprintf("data directory %s is in use by pid %d (host ", dir, first.cmd.Process.Pid)
+	want := fmt.Sprintf("data directory %s is in use by pid %d (host ", dir, first.Cmd.Process.Pid)
 	if !strings.Contains(string(out), want) {
 		t.Fatalf("second broker's output does not name the holder (%q):\n%s", want, out)
 	}
@@ -46,11 +46,8 @@ func TestProbeSecondBrokerOnDataDirExits(t *testing.T) {
 		t.Fatalf("second broker started:\n%s", out)
 	}
 
-	if err := first.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = first.cmd.Wait()
-	third := startProcess(t, bin, dir, brokertest.FreePort(t))
+	first.Kill()
+	third := startProcess(t, bin, dir)
 	conn, err := amqp091.Dial(third.url())
 	if err != nil {
 		t.Fatal(err)

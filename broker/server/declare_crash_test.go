@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,15 +29,9 @@ func TestKill9KeepsDeclaredQueues(t *testing.T) {
 	}
 	bin := brokertest.BuildWarren(t)
 	dir := t.TempDir()
-	port := brokertest.FreePort(t)
-	p := startProcess(t, bin, dir, port)
-	declared, confirmed := declareUntilKilled(t, p.url(), func() {
-		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatalf("kill: %v", err)
-		}
-		_ = p.cmd.Wait()
-	})
-	p2 := startProcess(t, bin, dir, port)
+	p := startProcess(t, bin, dir)
+	declared, confirmed := declareUntilKilled(t, p.url(), p.Kill)
+	p2 := startProcess(t, bin, dir)
 	checkDeclared(t, p2.url(), declared, confirmed)
 	_ = os.Remove(bin)
 }
@@ -54,39 +46,30 @@ func TestKill9OfAFollowerKeepsDeclaredQueues(t *testing.T) {
 	}
 	bin := brokertest.BuildWarren(t)
 	type node struct {
-		name, dir           string
-		cluster, amqp, http int
-		cmd                 *exec.Cmd
+		name, dir string
+		cluster   int // fixed, for the seeds
+		p         *brokertest.Process
 	}
 	nodes := make([]*node, 3)
 	var seeds []string
 	for i := range nodes {
-		nodes[i] = &node{name: fmt.Sprintf("crash-%d@localhost", i+1), dir: t.TempDir(),
-			cluster: brokertest.FreePort(t), amqp: brokertest.FreePort(t), http: brokertest.FreePort(t)}
+		nodes[i] = &node{name: fmt.Sprintf("crash-%d@localhost", i+1), dir: t.TempDir(), cluster: brokertest.FreePort(t)}
 		seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", nodes[i].cluster))
 	}
-	start := func(n *node) {
-		t.Helper()
-		n.cmd = exec.Command(bin, "serve", "--data-dir", n.dir,
-			"--set", "cluster.node_name="+n.name, "--set", fmt.Sprintf("cluster.listen=127.0.0.1:%d", n.cluster),
-			"--set", "cluster.seeds="+strings.Join(seeds, ","), "--set", "cluster.secret=warren-test-cluster-secret",
-			"--set", fmt.Sprintf("amqp.listen=127.0.0.1:%d", n.amqp), "--set", fmt.Sprintf("http.listen=127.0.0.1:%d", n.http),
-			"--set", "prometheus.listen=127.0.0.1:0", "--set", "stream.listen=127.0.0.1:0")
-		if err := n.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmd := n.cmd
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
+	launch := func(n *node) {
+		n.p = brokertest.LaunchProcess(t, bin, n.dir, "cluster.node_name="+n.name, fmt.Sprintf("cluster.listen=127.0.0.1:%d", n.cluster),
+			"cluster.seeds="+strings.Join(seeds, ","), "amqp.listen=127.0.0.1:0", "http.listen=127.0.0.1:0",
+			"prometheus.listen=127.0.0.1:0", "stream.listen=127.0.0.1:0")
 	}
 	for _, n := range nodes {
-		start(n)
+		launch(n)
+	}
+	for _, n := range nodes {
+		n.p.WaitStarted(t)
 	}
 	var leader string
 	eventually.Succeeds(t, 60*time.Second, "a cluster of three", func() error {
-		req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d/api/cluster/status", nodes[0].http), nil)
+		req, _ := http.NewRequest("GET", "http://"+nodes[0].p.Addr("http")+"/api/cluster/status", nil)
 		req.SetBasicAuth("guest", "guest")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -118,7 +101,7 @@ func TestKill9OfAFollowerKeepsDeclaredQueues(t *testing.T) {
 	if f.name == leader {
 		f = nodes[1]
 	}
-	url := fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", f.amqp)
+	url := "amqp://guest:guest@" + f.p.Addr("amqp") + "/"
 	serves := func() error {
 		c, err := amqp091.Dial(url)
 		if err == nil {
@@ -127,13 +110,10 @@ func TestKill9OfAFollowerKeepsDeclaredQueues(t *testing.T) {
 		return err
 	}
 	eventually.Succeeds(t, 60*time.Second, "the follower serves AMQP", serves)
-	declared, confirmed := declareUntilKilled(t, url, func() {
-		if err := f.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatalf("kill: %v", err)
-		}
-		_ = f.cmd.Wait()
-	})
-	start(f)
+	declared, confirmed := declareUntilKilled(t, url, f.p.Kill)
+	launch(f)
+	f.p.WaitStarted(t)
+	url = "amqp://guest:guest@" + f.p.Addr("amqp") + "/"
 	eventually.Succeeds(t, 60*time.Second, "the restarted node serves AMQP", serves)
 	checkDeclared(t, url, declared, confirmed)
 	_ = os.Remove(bin)

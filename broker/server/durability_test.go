@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -100,20 +98,18 @@ func getWait(ch *amqp091.Channel, q string) (amqp091.Delivery, bool, error) {
 	return amqp091.Delivery{}, false, nil
 }
 
-type process struct {
-	cmd  *exec.Cmd
-	port int
-}
+type process struct{ *brokertest.Process }
 
-// startProcess runs the warren binary with its AMQP listener on port.
-func startProcess(t *testing.T, bin, dataDir string, port int) *process {
+// startProcess runs the warren binary on dataDir, its listeners on ports
+// of the kernel's choosing (a port picked beforehand can be taken, by
+// another test's connection, before the process binds it).
+func startProcess(t *testing.T, bin, dataDir string) process {
 	t.Helper()
-	cmd := brokertest.StartProcess(t, bin, dataDir, fmt.Sprintf("amqp.listen=127.0.0.1:%d", port),
-		"http.listen=127.0.0.1:0", "prometheus.listen=127.0.0.1:0", "stream.listen=127.0.0.1:0")
-	return &process{cmd: cmd, port: port}
+	return process{brokertest.StartProcess(t, bin, dataDir, "amqp.listen=127.0.0.1:0",
+		"http.listen=127.0.0.1:0", "prometheus.listen=127.0.0.1:0", "stream.listen=127.0.0.1:0")}
 }
 
-func (p *process) url() string { return fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", p.port) }
+func (p process) url() string { return "amqp://guest:guest@" + p.Addr("amqp") + "/" }
 
 // TestKill9KeepsEveryConfirmedMessage publishes persistent messages with
 // confirms from several publishers, kills the broker with SIGKILL in the
@@ -124,8 +120,7 @@ func TestKill9KeepsEveryConfirmedMessage(t *testing.T) {
 	}
 	bin := brokertest.BuildWarren(t)
 	dir := t.TempDir()
-	port := brokertest.FreePort(t)
-	p := startProcess(t, bin, dir, port)
+	p := startProcess(t, bin, dir)
 
 	conn, err := amqp091.Dial(p.url())
 	if err != nil {
@@ -181,10 +176,7 @@ func TestKill9KeepsEveryConfirmedMessage(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatalf("kill: %v", err)
-	}
-	_ = p.cmd.Wait()
+	p.Kill()
 	wg.Wait()
 	conn.Close()
 	mu.Lock()
@@ -194,7 +186,7 @@ func TestKill9KeepsEveryConfirmedMessage(t *testing.T) {
 		t.Fatal("nothing was confirmed before the kill")
 	}
 
-	p2 := startProcess(t, bin, dir, port)
+	p2 := startProcess(t, bin, dir)
 	conn2, err := amqp091.Dial(p2.url())
 	if err != nil {
 		t.Fatalf("dial after restart: %v", err)
@@ -238,8 +230,7 @@ func TestKill9RedeliveredOnlyWhatWasDelivered(t *testing.T) {
 	}
 	bin := brokertest.BuildWarren(t)
 	dir := t.TempDir()
-	port := brokertest.FreePort(t)
-	p := startProcess(t, bin, dir, port)
+	p := startProcess(t, bin, dir)
 	conn, err := amqp091.Dial(p.url())
 	if err != nil {
 		t.Fatalf("dial: %v", err)
@@ -287,12 +278,9 @@ func TestKill9RedeliveredOnlyWhatWasDelivered(t *testing.T) {
 			delivered[q+"/"+string(d.Body[:strings.IndexByte(string(d.Body), '|')])] = true
 		}
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatalf("kill: %v", err)
-	}
-	_ = p.cmd.Wait()
+	p.Kill()
 
-	p2 := startProcess(t, bin, dir, port)
+	p2 := startProcess(t, bin, dir)
 	conn2, err := amqp091.Dial(p2.url())
 	if err != nil {
 		t.Fatalf("dial after restart: %v", err)

@@ -31,8 +31,7 @@ func TestSIGTERMStopsGracefully(t *testing.T) {
 	}
 	bin := brokertest.BuildWarren(t)
 	dir := t.TempDir()
-	port := brokertest.FreePort(t)
-	p := startProcess(t, bin, dir, port)
+	p := startProcess(t, bin, dir)
 	conn, err := amqp091.Dial(p.url())
 	if err != nil {
 		t.Fatal(err)
@@ -47,9 +46,7 @@ func TestSIGTERMStopsGracefully(t *testing.T) {
 	if err != nil || !dc.Wait() {
 		t.Fatalf("publish: %v", err)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	p.Signal(syscall.SIGTERM)
 	select {
 	case e := <-closed:
 		if e == nil || e.Code != 320 {
@@ -59,7 +56,7 @@ func TestSIGTERMStopsGracefully(t *testing.T) {
 		t.Fatal("client not told about the shutdown")
 	}
 	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
+	go func() { done <- p.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -72,7 +69,7 @@ func TestSIGTERMStopsGracefully(t *testing.T) {
 	if len(markers) != 1 {
 		t.Fatalf("no clean-shutdown marker for queue 'kept' (found %v)", markers)
 	}
-	p2 := startProcess(t, bin, dir, port)
+	p2 := startProcess(t, bin, dir)
 	conn2, err := amqp091.Dial(p2.url())
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -369,8 +368,7 @@ func TestKill9DropsTransientQueues(t *testing.T) {
 	}
 	bin := brokertest.BuildWarren(t)
 	dir := t.TempDir()
-	port := brokertest.FreePort(t)
-	p := startProcess(t, bin, dir, port)
+	p := startProcess(t, bin, dir)
 	conn, err := amqp091.Dial(p.url())
 	if err != nil {
 		t.Fatal(err)
@@ -398,13 +396,10 @@ func TestKill9DropsTransientQueues(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = p.cmd.Wait()
+	p.Kill()
 	conn.Close()
 
-	p2 := startProcess(t, bin, dir, port)
+	p2 := startProcess(t, bin, dir)
 	conn2, err := amqp091.Dial(p2.url())
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package stream_test
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -15,12 +14,13 @@ import (
 	"github.com/warrenmq/warren/broker/stream/proto"
 )
 
-// startWarren runs the warren binary with its stream listener on port and
-// returns it once it has started.
-func startWarren(t *testing.T, bin, dir string, port int) *exec.Cmd {
+// startWarren runs the warren binary on dir and returns it once it has
+// started, with the stream URI of the port the kernel gave its listener.
+func startWarren(t *testing.T, bin, dir string) (*brokertest.Process, string) {
 	t.Helper()
-	return brokertest.StartProcess(t, bin, dir, fmt.Sprintf("stream.listen=127.0.0.1:%d", port), "amqp.listen=127.0.0.1:0",
+	p := brokertest.StartProcess(t, bin, dir, "stream.listen=127.0.0.1:0", "amqp.listen=127.0.0.1:0",
 		"http.listen=", "prometheus.listen=", "cluster.listen=127.0.0.1:0")
+	return p, "rabbitmq-stream://guest:guest@" + p.Addr("stream") + "/%2f"
 }
 
 // TestKill9KeepsConfirmedStreamMessages: messages confirmed to a
@@ -32,9 +32,7 @@ func TestKill9KeepsConfirmedStreamMessages(t *testing.T) {
 	}
 	bin := brokertest.BuildWarren(t)
 	dir := t.TempDir()
-	port := brokertest.FreePort(t)
-	uri := fmt.Sprintf("rabbitmq-stream://guest:guest@127.0.0.1:%d/%%2f", port)
-	proc := startWarren(t, bin, dir, port)
+	proc, uri := startWarren(t, bin, dir)
 
 	var mu sync.Mutex
 	confirmed := map[uint64]bool{}
@@ -72,8 +70,7 @@ func TestKill9KeepsConfirmedStreamMessages(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("too few confirms before the crash")
 	}
-	must(t, proc.Process.Kill()) // SIGKILL, mid-stream
-	_ = proc.Wait()
+	proc.Kill() // SIGKILL, mid-stream
 	<-conn.Done()
 	mu.Lock()
 	want := len(confirmed)
@@ -83,7 +80,7 @@ func TestKill9KeepsConfirmedStreamMessages(t *testing.T) {
 	}
 	mu.Unlock()
 
-	startWarren(t, bin, dir, port)
+	_, uri = startWarren(t, bin, dir)
 	e := envURI(t, uri)
 	seq, err := e.QuerySequence("crasher", "crash")
 	must(t, err)

@@ -3,7 +3,8 @@
 // reply that is known to be on its way.
 //
 // A Socket's reads and writes are non-blocking system calls made without
-// the Go runtime's system-call bookkeeping (on Linux): they never block,
+// the Go runtime's system-call bookkeeping (on Linux, but for the race
+// detector's builds, which need package syscall's): they never block,
 // so the goroutine keeps its P, and the runtime's monitor thread is not
 // woken for each of them. Waiting for a socket to become readable still
 // goes through the runtime's network poller, so read deadlines hold.

@@ -69,10 +69,15 @@
 // so its contract is the data stream's; it skips gRPC's machinery: the
 // link's writer writes the socket itself (no HTTP/2 writer goroutine) and
 // the goroutine that reads the socket dispatches (no hand-off from an
-// HTTP/2 reader). On a loaded machine each hand-off is a wait for a CPU,
-// and a forwarded publish waits for its round trip: the lane cut the
-// forward.publish round trip by 10–20% and the brokers' CPU a forwarded
-// message by 0.5–1 µs (docs/benchmarks.md). The opening: the dialler
+// HTTP/2 reader). Over plain TCP it goes further: a put that finds the
+// link's writer idle writes the frame from its own goroutine, with a
+// non-blocking write (sockio), and leaves the writer only what the socket
+// did not take; reads are sockio's too (no P hand-off, no wake of the
+// runtime's monitor thread per system call). On a loaded machine each
+// hand-off is a wait for a CPU, and a forwarded publish waits for its
+// round trip: the lane cut the forward.publish round trip by 10–20% and
+// the brokers' CPU a forwarded message by 0.5–1 µs, its inline writes
+// another 0.2 µs (docs/benchmarks.md). The opening: the dialler
 // sends the magic, does the TLS handshake over the connection (with
 // Config.TLS: mutual, as for gRPC), then its node name and the join
 // secret; the listener answers the magic and OK, or refused with gRPC's

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	pb "github.com/warrenmq/warren/broker/cluster/clusterpb"
+	"github.com/warrenmq/warren/broker/sockio"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -73,18 +74,54 @@ func (e refusedError) GRPCStatus() *status.Status { return status.Convert(e.err)
 // errNoLane marks a peer that does not know lanes (an older node).
 var errNoLane = errors.New("peer does not open call lanes")
 
-// connStream is a frameStream over one lane connection: Send is called by
-// one goroutine (the link's writer), Recv by another (the reader).
+// connStream is a frameStream over one lane connection: Send (and
+// trySend) is called by one goroutine at a time (the holder of its link's
+// write turn), Recv by another (the reader).
+//
+// Over plain TCP, reads and writes are sockio's raw non-blocking system
+// calls (the runtime's monitor thread is not woken for each, and the P is
+// not handed off); a read waits for data in the network poller, and a
+// write the socket does not take whole finishes with a blocking Write.
+// Over TLS, they are the tls.Conn's.
 type connStream struct {
-	c   net.Conn
-	r   *bufio.Reader
-	max int    // bound on one frame's encoding
-	out []byte // Send's buffer, reused
-	in  []byte // Recv's buffer, reused (Unmarshal copies what it keeps)
+	c    net.Conn
+	r    *bufio.Reader
+	sock *sockio.Socket // nil over TLS
+	max  int            // bound on one frame's encoding
+	out  []byte         // Send's buffer, reused
+	in   []byte         // Recv's buffer, reused (Unmarshal copies what it keeps)
 }
 
+// newConnStream makes the frameStream of a lane whose opening is done: r
+// holds nothing the opening did not read (its source becomes the raw
+// socket where there is one).
 func newConnStream(c net.Conn, r *bufio.Reader, max int) *connStream {
-	return &connStream{c: c, r: r, max: max}
+	s := &connStream{c: c, r: r, max: max}
+	if tc := plainTCP(c); tc != nil && r.Buffered() == 0 {
+		if sock, err := sockio.New(tc, sockio.BusyPoll{}); err == nil {
+			s.sock = sock
+			r.Reset(sock)
+		}
+	}
+	return s
+}
+
+// plainTCP is the TCP connection under c when nothing (TLS, bytes to
+// replay) stands between them, or nil.
+func plainTCP(c net.Conn) *net.TCPConn {
+	for {
+		switch x := c.(type) {
+		case *net.TCPConn:
+			return x
+		case *replayConn:
+			if len(x.head) > 0 {
+				return nil
+			}
+			c = x.Conn
+		default:
+			return nil
+		}
+	}
 }
 
 // abort closes the connection with a reset: what this end has not sent
@@ -108,9 +145,53 @@ func (s *connStream) abort() {
 const spareBytes = 4 << 20
 
 func (s *connStream) Send(f *pb.Frame) error {
+	buf, err := s.encode(f)
+	if err != nil {
+		return err
+	}
+	n := 0
+	if s.sock != nil {
+		n, err = s.sock.WriteNow(buf)
+	}
+	if err == nil && n < len(buf) {
+		_, err = s.c.Write(buf[n:])
+	}
+	s.keep(buf)
+	return err
+}
+
+// nonBlocking: trySend works over plain TCP only.
+func (s *connStream) nonBlocking() bool { return s.sock != nil }
+
+// trySend writes f as far as the socket takes it without blocking and
+// returns the bytes it did not take (nil when it took them all), which
+// are the caller's from then on: they must be sent (sendRest) before
+// anything else.
+func (s *connStream) trySend(f *pb.Frame) (rest []byte, err error) {
+	buf, err := s.encode(f)
+	if err != nil {
+		return nil, err
+	}
+	n, err := s.sock.WriteNow(buf)
+	if err == nil && n < len(buf) {
+		s.out = nil // the rest is the caller's
+		return buf[n:], nil
+	}
+	s.keep(buf)
+	return nil, err
+}
+
+// sendRest writes what trySend left, blocking until the socket takes it.
+func (s *connStream) sendRest(b []byte) error {
+	_, err := s.c.Write(b)
+	return err
+}
+
+// encode is f with its length in front, in Send's reused buffer.
+func (s *connStream) encode(f *pb.Frame) ([]byte, error) {
 	size := f.SizeVT()
 	if size > s.max {
-		return status.Errorf(codes.ResourceExhausted, "frame of %d bytes (limit %d)", size, s.max)
+		return nil, status.Errorf(codes.ResourceExhausted, "frame of %d bytes (limit %d)", size, s.max)
 	}
 	buf := slices.Grow(s.out[:0], 4+size)[:4+size]
 	binary.BigEndian.PutUint32(buf, uint32(size))
@@ -122,15 +203,18 @@ func (s *connStream) Send(f *pb.Frame) error {
 		err = fmt.Errorf("%d bytes encoded, %d sized", n, size)
 	}
 	if err != nil {
-		return fmt.Errorf("encoding a frame: %w", err)
+		return nil, fmt.Errorf("encoding a frame: %w", err)
 	}
-	_, err = s.c.Write(buf)
+	return buf, nil
+}
+
+// keep takes buf back as Send's buffer, unless it grew too big to pin.
+func (s *connStream) keep(buf []byte) {
 	if cap(buf) <= spareBytes {
 		s.out = buf[:0]
 	} else {
 		s.out = nil
 	}
-	return err
 }
 
 func (s *connStream) Recv() (*pb.Frame, error) {

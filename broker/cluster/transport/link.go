@@ -101,15 +101,18 @@ func (l *link) put(ctx context.Context, m *pb.Message) error {
 			l.msgs = append(l.msgs, m)
 			l.sizes = append(l.sizes, size)
 			l.bytes += size
-			if l.inline != nil && !l.writing && l.rest == nil {
+			switch {
+			case l.writing: // the writing goroutine takes it next (release)
+				l.mu.Unlock()
+			case l.inline != nil && l.rest == nil:
 				l.writing = true
 				msgs, sizes := l.takeLocked()
 				l.mu.Unlock()
 				l.sendInline(msgs, sizes)
-				return nil
+			default:
+				l.mu.Unlock()
+				l.wakeWriter()
 			}
-			l.mu.Unlock()
-			l.wakeWriter()
 			return nil
 		}
 		drained := l.drained

@@ -40,9 +40,9 @@ type inlineStream interface {
 // (heartbeats of many groups, appends of many groups) share a frame.
 //
 // On a stream that writes without blocking (inlineStream), a put that
-// finds nobody writing sends the queue itself, from its own goroutine,
-// instead of waking the writer: one hand-off fewer on the way of every
-// call and answer. The socket taking less than the whole, the rest and
+// finds nobody writing, and at most a frame queued, sends it itself, from
+// its own goroutine, instead of waking the writer: one hand-off fewer on
+// the way of every call and answer. The socket taking less than the whole, the rest and
 // everything queued after it go to the writer. One goroutine at a time
 // holds the write turn (writing), the writer's or a put's, so frames go
 // out whole and in the order they were queued.
@@ -104,7 +104,7 @@ func (l *link) put(ctx context.Context, m *pb.Message) error {
 			switch {
 			case l.writing: // the writing goroutine takes it next (release)
 				l.mu.Unlock()
-			case l.inline != nil && l.rest == nil:
+			case l.inline != nil && l.rest == nil && l.bytes <= frameBytes:
 				l.writing = true
 				msgs, sizes := l.takeLocked()
 				l.mu.Unlock()
@@ -197,9 +197,11 @@ func (l *link) sent(n int, err error) bool {
 func (l *link) sendInline(msgs []*pb.Message, sizes []int) {
 	frames(msgs, sizes, func(start, end int) bool {
 		rest, err := l.inline.trySend(&pb.Frame{Messages: msgs[start:end]})
-		if !l.sent(end-start, err) {
+		if err != nil {
+			l.cancel(err) // whatever it was: what follows must not go
 			return false
 		}
+		l.sent(end-start, nil)
 		if rest != nil {
 			l.mu.Lock()
 			l.rest = rest

@@ -5,11 +5,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/warrenmq/warren/broker/brokertest/eventually"
 	pb "github.com/warrenmq/warren/broker/cluster/clusterpb"
 )
 
@@ -169,9 +173,121 @@ func TestInlinePutsFillingTheSocketArriveWholeAndInOrder(t *testing.T) {
 				}
 			}
 			wg.Wait()
-			if n := stats.messagesSent.Load(); n != uint64(tc.putters*tc.each) {
-				t.Fatalf("%d messages counted sent, want %d", n, tc.putters*tc.each)
-			}
+			// The peer may read a frame before its writer counts it.
+			eventually.True(t, 10*time.Second, "every message counted sent", func() bool {
+				return stats.messagesSent.Load() == uint64(tc.putters*tc.each)
+			})
 		})
+	}
+}
+
+// scriptedStream is an inlineStream whose socket takes part of one chosen
+// trySend only; it records what each goroutine sent, and fails the test
+// on a frame or inline send while a rest is pending.
+type scriptedStream struct {
+	t       *testing.T
+	partial   int    // the trySend (counted from 1) that leaves a rest
+	onPartial func() // called by that trySend
+	slow      time.Duration
+
+	mu      sync.Mutex
+	tries   int
+	pending bool     // a rest is not sent yet
+	ids     []uint64 // messages in the order they went out
+	log     []string
+}
+
+func (s *scriptedStream) Recv() (*pb.Frame, error) { select {} }
+func (s *scriptedStream) nonBlocking() bool        { return true }
+
+func (s *scriptedStream) record(how string, f *pb.Frame) {
+	if s.pending {
+		s.t.Errorf("%s of a frame while a rest is pending", how)
+	}
+	for _, m := range f.GetMessages() {
+		s.ids = append(s.ids, m.GetId())
+	}
+	s.log = append(s.log, fmt.Sprintf("%s%d", how, len(f.GetMessages())))
+}
+
+func (s *scriptedStream) Send(f *pb.Frame) error {
+	time.Sleep(s.slow) // puts pile up meanwhile
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.record("send", f)
+	return nil
+}
+
+func (s *scriptedStream) trySend(f *pb.Frame) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.record("try", f)
+	s.tries++
+	if s.tries == s.partial {
+		s.pending = true
+		s.log = append(s.log, "partial")
+		s.onPartial()
+		return []byte("rest"), nil
+	}
+	return nil, nil
+}
+
+func (s *scriptedStream) sendRest(b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.pending || string(b) != "rest" {
+		s.t.Errorf("sendRest(%q) with pending %v", b, s.pending)
+	}
+	s.pending = false
+	s.log = append(s.log, "rest")
+	return nil
+}
+
+// A frame the socket takes only in part, in the middle of an inline put's
+// several frames: its rest goes first, then the frames after it and what
+// was queued meanwhile, in order, all from the writer.
+func TestInlineRestThenTheRestOfTheBatch(t *testing.T) {
+	// Messages of 400 KiB: two to a frame, so the batch below is frames.
+	big := func(id uint64) *pb.Message {
+		return &pb.Message{Id: id, Body: &pb.Message_Call{Call: &pb.CallRequest{Method: "m", Payload: make([]byte, 400<<10)}}}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var l *link
+	put := func(id uint64) {
+		if err := l.put(Immediate(ctx), big(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// While the partial frame is written, another message is put.
+	s := &scriptedStream{t: t, partial: 2, onPartial: func() { put(5) }, slow: 20 * time.Millisecond}
+	l = newLink(ctx, s, &counters{}, queueBytes)
+	// Queue 5 messages behind a turn held here, then let a put take them
+	// inline: frames of 2, 2 and 1, the second left in part.
+	l.mu.Lock()
+	l.writing = true
+	l.mu.Unlock()
+	for id := range uint64(5) {
+		put(id)
+	}
+	l.mu.Lock()
+	msgs, sizes := l.takeLocked()
+	l.mu.Unlock()
+	l.sendInline(msgs, sizes)
+	put(6) // queued behind the rest
+	put(7)
+	eventually.True(t, 10*time.Second, "8 messages out", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.ids) == 8 && !s.pending
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if want := []uint64{0, 1, 2, 3, 4, 5, 6, 7}; !slices.Equal(s.ids, want) {
+		t.Fatalf("messages went out as %v, want %v", s.ids, want)
+	}
+	// After the partial frame: its rest, then only the writer's frames.
+	if got := strings.Join(s.log, " "); !strings.HasPrefix(got, "try2 try2 partial rest send") || strings.Count(got, "try") != 2 {
+		t.Fatalf("frames went out as %q, want the rest right after the partial frame, then the writer's", got)
 	}
 }

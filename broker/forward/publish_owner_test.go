@@ -76,9 +76,9 @@ func TestAPublishToAQueueStillOpeningHoldsUpNoOtherCall(t *testing.T) {
 	nb := hub.Network("b")
 	Serve(nb, l, nil, nil)
 	const ping = "test.ping"
-	nb.HandleOrdered(ping, func(context.Context, string, []byte) (func() ([]byte, error), error) {
+	nb.HandleOrdered(ping, transport.Waiting(func(context.Context, string, []byte) (func() ([]byte, error), error) {
 		return func() ([]byte, error) { return []byte("pong"), nil }, nil
-	})
+	}))
 	na := hub.Network("a")
 	c := NewClient(Config{Network: na, CallTimeout: 10 * time.Second})
 	defer c.Close()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -39,6 +40,9 @@ func Serve(nw transport.Network, l Local, toStatus func(error) error, log *slog.
 	}
 	h := &handlers{l: l, nw: nw, callTimeout: 30 * time.Second, toStatus: toStatus, log: log.With("subsystem", "forward"), cons: consumers{m: map[consumerKey]*remoteConsumer{}, byQueue: map[getKey]map[*remoteConsumer]struct{}{}, gets: map[getKey]map[uint64]struct{}{}}}
 	h.now, _ = l.(LocalNow)
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	h.expired = expired
 	nw.HandleOrdered(methodPublish, versionedStart(methodPublish, h.publish))
 	nw.Handle(methodStats, versioned(methodStats, h.stats))
 	nw.Handle(methodGet, versioned(methodGet, h.get))
@@ -68,19 +72,26 @@ type handlers struct {
 	// publishes that wait for their queue (publish_owner.go).
 	now  LocalNow
 	held heldPublishes
+	// expired is a context that has ended: a queue's Throttle given it
+	// returns at once, an error when it would have waited.
+	expired context.Context
 }
 
 func badRequest(err error) error { return status.Error(codes.InvalidArgument, err.Error()) }
 
 // publish puts each group's messages in its queue (the transport starts
 // the calls of one node in the order it sent them, so a channel's messages
-// reach their queue in the order published) and returns the wait for the
-// answer: once every message is confirmed or refused there, one verdict a
-// message.
-func (h *handlers) publish(ctx context.Context, from string, req []byte) (func() ([]byte, error), error) {
+// reach their queue in the order published) and answers once every
+// message is confirmed or refused there, one verdict a message. The
+// answer is given by whoever confirms the last message (a queue's loop,
+// its fsync), with no goroutine waiting for it, unless a queue is
+// overloaded then or a group waits for its queue: a goroutine waits for
+// those (the queues' flow control holds the answer, and so the sender's
+// next calls). The call's end answers at once.
+func (h *handlers) publish(ctx context.Context, from string, req []byte, answer func([]byte, error)) error {
 	pr, err := decodePublishes(req)
 	if err != nil {
-		return nil, badRequest(err)
+		return badRequest(err)
 	}
 	groups, total := pr.groups, pr.total
 	col := &collector{verdicts: make([]byte, total), left: total, done: make(chan struct{})}
@@ -118,7 +129,7 @@ func (h *handlers) publish(ctx context.Context, from string, req []byte) (func()
 		h.publishGroup(q, g, col, tag)
 		queues = append(queues, q)
 	}
-	return func() ([]byte, error) {
+	wait := func() ([]byte, error) {
 		// The queues' flow control holds the answer (and so the sender's
 		// next calls, MaxInFlight at most) while they are overloaded.
 		for _, q := range queues {
@@ -142,7 +153,45 @@ func (h *handlers) publish(ctx context.Context, from string, req []byte) (func()
 		col.mu.Lock()
 		defer col.mu.Unlock()
 		return append([]byte(nil), col.verdicts...), nil
-	}, nil
+	}
+
+	var answered atomic.Bool
+	once := func(resp []byte, err error) {
+		if answered.CompareAndSwap(false, true) {
+			answer(resp, err)
+		}
+	}
+	stop := context.AfterFunc(ctx, func() { once(nil, status.FromContextError(ctx.Err()).Err()) })
+	reply := func(resp []byte, err error) {
+		stop()
+		once(resp, err)
+	}
+	if held {
+		go func() { reply(wait()) }()
+		return nil
+	}
+	// Every message's queue is known: the last confirm answers.
+	done := func() {
+		for _, q := range queues {
+			if q.Throttle(h.expired) != nil { // it would wait: overloaded
+				go func() { reply(wait()) }()
+				return
+			}
+		}
+		col.mu.Lock()
+		resp := append([]byte(nil), col.verdicts...)
+		col.mu.Unlock()
+		reply(resp, nil)
+	}
+	col.mu.Lock()
+	if col.left > 0 {
+		col.onDone = done
+		col.mu.Unlock()
+		return nil
+	}
+	col.mu.Unlock()
+	done()
+	return nil
 }
 
 func seqTags(from, n int) []uint64 {
@@ -159,6 +208,9 @@ type collector struct {
 	verdicts []byte
 	left     int
 	done     chan struct{}
+	// onDone, when set, is called (without mu) by the Confirm that
+	// leaves none left.
+	onDone func()
 	// heldQueues are the queues of the call's groups that waited for
 	// their queue (publish_owner.go), for the answer's Throttle.
 	heldQueues []queue.Queue
@@ -169,8 +221,8 @@ func (c *collector) Confirm(tags []uint64, ok bool) {
 	if ok {
 		v = verdictOK
 	}
+	var done func()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, t := range tags {
 		if t >= uint64(len(c.verdicts)) || c.verdicts[t] != verdictPending {
 			continue
@@ -179,7 +231,12 @@ func (c *collector) Confirm(tags []uint64, ok bool) {
 		c.left--
 		if c.left == 0 {
 			close(c.done)
+			done = c.onDone
 		}
+	}
+	c.mu.Unlock()
+	if done != nil {
+		done()
 	}
 }
 

@@ -69,11 +69,11 @@ func versioned(method string, h transport.Handler) transport.Handler {
 
 // versionedStart is s behind method's version check.
 func versionedStart(method string, s transport.Starter) transport.Starter {
-	return func(ctx context.Context, from string, req []byte) (func() ([]byte, error), error) {
+	return func(ctx context.Context, from string, req []byte, answer func([]byte, error)) error {
 		if err := checkVersion(method, req); err != nil {
-			return nil, err
+			return err
 		}
-		return s(ctx, from, req)
+		return s(ctx, from, req, answer)
 	}
 }
 

@@ -133,39 +133,45 @@ func (c *core) startRaft(ctx context.Context, group string, cmd any, data io.Rea
 // serveCall runs the handler of method for a call from node from; its error
 // comes back as a status error.
 func (c *core) serveCall(ctx context.Context, from, method string, req []byte) ([]byte, error) {
-	wait, err := c.startCall(ctx, from, method, req)
+	answered := make(chan callResult, 1)
+	run, err := c.startCall(ctx, from, method, req, func(resp []byte, err error) { answered <- callResult{resp, err} })
 	if err != nil {
 		return nil, err
 	}
-	return wait()
+	if run != nil {
+		run()
+	}
+	r := <-answered
+	return r.resp, r.err
 }
 
-// startCall starts a call from node from: an ordered handler's start and
-// an inline handler run here, a plain handler runs in wait. Errors come
-// back as status errors.
-func (c *core) startCall(ctx context.Context, from, method string, req []byte) (func() ([]byte, error), error) {
+// startCall starts a call from node from and has answer called once with
+// its answer (errors as status errors), unless it returns an error itself.
+// An inline handler and an ordered handler's start run here (answer may
+// be called before startCall returns, or later from any goroutine); a
+// plain handler is run, returned, which the caller calls where it may
+// block (it calls answer at its end).
+func (c *core) startCall(ctx context.Context, from, method string, req []byte, answer func([]byte, error)) (run func(), err error) {
 	h, err := c.handler(method)
 	if err != nil {
 		return nil, err
 	}
-	if h.inline != nil {
+	switch {
+	case h.inline != nil:
 		resp, err := h.inline(ctx, from, req)
-		return func() ([]byte, error) { return resp, asStatus(err) }, nil
-	}
-	if h.s == nil {
-		return func() ([]byte, error) {
+		answer(resp, asStatus(err))
+		return nil, nil
+	case h.s != nil:
+		if err := h.s(ctx, from, req, func(resp []byte, err error) { answer(resp, asStatus(err)) }); err != nil {
+			return nil, asStatus(err)
+		}
+		return nil, nil
+	default:
+		return func() {
 			resp, err := h.h(ctx, from, req)
-			return resp, asStatus(err)
+			answer(resp, asStatus(err))
 		}, nil
 	}
-	wait, err := h.s(ctx, from, req)
-	if err != nil {
-		return nil, asStatus(err)
-	}
-	return func() ([]byte, error) {
-		resp, err := wait()
-		return resp, asStatus(err)
-	}, nil
 }
 
 // close closes every group transport; later groups come closed.

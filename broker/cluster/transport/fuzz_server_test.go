@@ -84,9 +84,9 @@ func FuzzServerStream(f *testing.F) {
 			return
 		}
 		n := &GRPCNetwork{core: newCore("n2", nil, 50*time.Millisecond), log: slog.New(slog.DiscardHandler), maxMsg: 1 << 16, maxSnapshot: 1 << 16, heard: newHeard()}
-		n.HandleOrdered("echo", func(_ context.Context, _ string, req []byte) (func() ([]byte, error), error) {
+		n.HandleOrdered("echo", Waiting(func(_ context.Context, _ string, req []byte) (func() ([]byte, error), error) {
 			return func() ([]byte, error) { return req, nil }, nil
-		})
+		}))
 		n.Handle("echo2", func(_ context.Context, _ string, req []byte) ([]byte, error) { return req, nil })
 		done := make(chan struct{})
 		var wg sync.WaitGroup

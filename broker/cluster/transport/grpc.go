@@ -345,14 +345,16 @@ func (n *GRPCNetwork) Send(ctx context.Context, node, method string, req []byte,
 }
 
 // sendSelf is a Send to this node: the start runs in place (in the order
-// of the caller's Sends), the wait and done on a goroutine.
+// of the caller's Sends), a plain handler and done on a goroutine (never
+// the caller's, which may hold what done takes).
 func sendSelf(ctx context.Context, c *core, method string, req []byte, done func([]byte, error)) {
-	wait, err := c.startCall(ctx, c.node, method, req)
-	if err != nil {
+	run, err := c.startCall(ctx, c.node, method, req, func(resp []byte, err error) { go done(resp, err) })
+	switch {
+	case err != nil:
 		go done(nil, err)
-		return
+	case run != nil:
+		go run()
 	}
-	go func() { done(wait()) }()
 }
 
 // callLink is the call lane to node (or its data stream while it has

@@ -286,23 +286,28 @@ func (n *inmemNetwork) Send(ctx context.Context, node, method string, req []byte
 		if fctx.Err() != nil {
 			return // the watch of fctx tells done
 		}
-		wait, err := peer.core.startCall(fctx, n.core.node, method, req)
+		// The answer goes back on a goroutine, as over gRPC (where the
+		// caller's reader gets it): never on the answering node's.
+		run, err := peer.core.startCall(fctx, n.core.node, method, req, func(resp []byte, err error) {
+			go func() {
+				stop()
+				if err != nil && fctx.Err() != nil {
+					// The handler saw the call's end (the link cut, the
+					// caller gone): the caller is told that, as over
+					// gRPC, not the handler's own context error.
+					err = ctxStatus(fctx, node)
+				}
+				finish(slices.Clone(resp), err)
+			}()
+		})
 		if err != nil {
 			stop()
 			finish(nil, err)
 			return
 		}
-		go func() {
-			resp, err := wait()
-			stop()
-			if err != nil && fctx.Err() != nil {
-				// The handler saw the call's end (the link cut, the
-				// caller gone): the caller is told that, as over gRPC,
-				// not the handler's own context error.
-				err = ctxStatus(fctx, node)
-			}
-			finish(slices.Clone(resp), err)
-		}()
+		if run != nil {
+			go run()
+		}
 	})
 	return nil
 }

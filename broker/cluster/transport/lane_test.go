@@ -89,12 +89,12 @@ func TestPeerWithoutLanesGetsCallsOnTheDataStream(t *testing.T) {
 	b := grpcNet(t, "n2", nil)
 	var mu sync.Mutex
 	var got []string
-	b.HandleOrdered("ord", func(_ context.Context, _ string, req []byte) (func() ([]byte, error), error) {
+	b.HandleOrdered("ord", Waiting(func(_ context.Context, _ string, req []byte) (func() ([]byte, error), error) {
 		mu.Lock()
 		got = append(got, string(req))
 		mu.Unlock()
 		return func() ([]byte, error) { return req, nil }, nil
-	})
+	}))
 	b.Handle("echo", echo)
 	px := newProxy(t, olderNode(t, b, nil))
 	a := grpcNet(t, "n1", nil)

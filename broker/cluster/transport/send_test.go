@@ -31,7 +31,7 @@ func TestSendStartsInOrder(t *testing.T) {
 				var mu sync.Mutex
 				var started []int
 				all := make(chan struct{})
-				target.HandleOrdered("seq", func(ctx context.Context, _ string, req []byte) (func() ([]byte, error), error) {
+				target.HandleOrdered("seq", Waiting(func(ctx context.Context, _ string, req []byte) (func() ([]byte, error), error) {
 					i, err := strconv.Atoi(string(req))
 					if err != nil {
 						return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -50,7 +50,7 @@ func TestSendStartsInOrder(t *testing.T) {
 							return nil, ctx.Err()
 						}
 					}, nil
-				})
+				}))
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				answers := make([]answerCh, n)
 				for i := range n {
@@ -85,9 +85,9 @@ func TestSendErrors(t *testing.T) {
 		t.Run(fb.name, func(t *testing.T) {
 			f := fb.make(t, 2)
 			a, b := f.nets[0], f.nets[1]
-			b.HandleOrdered("refuse", func(context.Context, string, []byte) (func() ([]byte, error), error) {
+			b.HandleOrdered("refuse", Waiting(func(context.Context, string, []byte) (func() ([]byte, error), error) {
 				return nil, status.Error(codes.FailedPrecondition, "not now")
-			})
+			}))
 			b.Handle("plain", func(_ context.Context, from string, req []byte) ([]byte, error) {
 				return fmt.Appendf(nil, "%s from %s", req, from), nil
 			})

@@ -133,7 +133,6 @@ func (s *serverLink) dispatch(m *pb.Message) error {
 			return malformed("a call on the %s stream", s.kind)
 		}
 		method, payload := b.Call.GetMethod(), b.Call.GetPayload()
-		order := ""
 		switch h, _ := s.n.core.handler(method); {
 		case h.inline != nil:
 			// Run here and answered at once: nothing waits for it, so
@@ -147,21 +146,17 @@ func (s *serverLink) dispatch(m *pb.Message) error {
 			s.answerCtx(Immediate(s.ctx), m.GetId(), out, err)
 			return nil
 		case h.s != nil:
-			order = inline // started here, so in the order they came
-		}
-		return s.run(m, func(ctx context.Context) (func() (*pb.Message, error), error) {
-			wait, err := s.n.core.startCall(ctx, s.from, method, payload)
-			if err != nil {
+			// Started here, so in the order they came; answered where
+			// the start has answer called (no goroutine waits for it).
+			return s.run(m, func(ctx context.Context, finish func(*pb.Message, error)) (func() (*pb.Message, error), error) {
+				_, err := s.n.core.startCall(ctx, s.from, method, payload, func(resp []byte, err error) { finish(callResp(resp, err)) })
 				return nil, err
-			}
-			return func() (*pb.Message, error) {
-				resp, err := wait()
-				if err != nil {
-					return nil, err
-				}
-				return &pb.Message{Body: &pb.Message_CallResp{CallResp: &pb.CallResponse{Payload: resp}}}, nil
-			}, nil
-		}, order)
+			}, inline)
+		}
+		// A plain Handler (or none: its error), on a goroutine of its own.
+		return s.run(m, now(func(ctx context.Context) (*pb.Message, error) {
+			return callResp(s.n.core.serveCall(ctx, s.from, method, payload))
+		}), "")
 	case *pb.Message_SnapshotChunk:
 		return s.chunk(m.GetId(), b.SnapshotChunk)
 	case *pb.Message_Ping:
@@ -200,19 +195,29 @@ func (s *serverLink) dispatch(m *pb.Message) error {
 // another goroutine. No group id is this (group ids are names).
 const inline = "\x00inline"
 
-// starter begins a request and returns how to wait for its answer.
-type starter func(ctx context.Context) (wait func() (*pb.Message, error), err error)
+// starter begins a request and returns how to wait for its answer, or a
+// nil wait when it has finish called with the answer instead (once, at
+// once or later, from any goroutine).
+type starter func(ctx context.Context, finish func(*pb.Message, error)) (wait func() (*pb.Message, error), err error)
 
 // now is the starter of a request that runs to its answer at once.
 func now(fn func(context.Context) (*pb.Message, error)) starter {
-	return func(ctx context.Context) (func() (*pb.Message, error), error) {
+	return func(ctx context.Context, _ func(*pb.Message, error)) (func() (*pb.Message, error), error) {
 		return func() (*pb.Message, error) { return fn(ctx) }, nil
 	}
 }
 
+// callResp is a call's answer message.
+func callResp(resp []byte, err error) (*pb.Message, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &pb.Message{Body: &pb.Message_CallResp{CallResp: &pb.CallResponse{Payload: resp}}}, nil
+}
+
 // raftStart hands one Raft RPC to the group; its wait wraps the answer.
 func (s *serverLink) raftStart(group string, cmd any, r io.Reader) starter {
-	return func(ctx context.Context) (func() (*pb.Message, error), error) {
+	return func(ctx context.Context, _ func(*pb.Message, error)) (func() (*pb.Message, error), error) {
 		wait, err := s.n.core.startRaft(ctx, group, cmd, r)
 		if err != nil {
 			return nil, err
@@ -260,10 +265,11 @@ func (s *serverLink) run(m *pb.Message, start starter, order string) error {
 		s.answer(id, resp, err)
 	}
 	task := func() {
-		wait, err := start(ctx)
+		wait, err := start(ctx, finish)
 		switch {
 		case err != nil:
 			finish(nil, err)
+		case wait == nil: // answered through finish
 		case order == "":
 			finish(wait())
 		default:
@@ -367,7 +373,7 @@ func (s *serverLink) install(m *pb.Message, group string, req *raft.InstallSnaps
 	start := s.raftStart(group, req, r)
 	return s.run(m, now(func(ctx context.Context) (*pb.Message, error) {
 		resp, err := func() (*pb.Message, error) {
-			wait, err := start(ctx)
+			wait, err := start(ctx, nil) // a raft start never answers through finish
 			if err != nil {
 				return nil, err
 			}

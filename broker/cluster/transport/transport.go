@@ -104,7 +104,23 @@ type GroupTransport interface {
 // Handler answers a Call. from is the calling node's name.
 type Handler func(ctx context.Context, from string, req []byte) ([]byte, error)
 
-// Starter answers a Call in two steps (HandleOrdered): it starts the
-// request and returns how to wait for its answer; ctx lasts until wait
-// returns. An error from the start is the call's answer.
-type Starter func(ctx context.Context, from string, req []byte) (wait func() ([]byte, error), err error)
+// Starter starts a Call (HandleOrdered) without blocking and has answer
+// called once with the call's answer: before it returns or later, from
+// any goroutine (answer does not block); ctx lasts until then. An error
+// from the start itself is the call's answer, and answer is not called.
+// A start whose answer comes from a goroutine that already runs (a
+// queue's loop confirming messages) needs no goroutine of its own.
+type Starter func(ctx context.Context, from string, req []byte, answer func([]byte, error)) error
+
+// Waiting is the Starter of a start that returns how to wait for its
+// answer: the wait runs on a goroutine of its own.
+func Waiting(start func(ctx context.Context, from string, req []byte) (wait func() ([]byte, error), err error)) Starter {
+	return func(ctx context.Context, from string, req []byte, answer func([]byte, error)) error {
+		wait, err := start(ctx, from, req)
+		if err != nil {
+			return err
+		}
+		go func() { answer(wait()) }()
+		return nil
+	}
+}

@@ -23,7 +23,9 @@
 // call's context, in order (publish_owner.go, Local's LocalNow). The owner
 // publishes them into its
 // queues with a new message id of its own and answers once every one is
-// confirmed there (after fsync for a persistent message on a durable
+// confirmed there, from the goroutine that confirms the last one (no
+// goroutine a call waits; one does while a queue is overloaded, its flow
+// control holding the answer) (after fsync for a persistent message on a durable
 // queue; each queue's messages of a call are copied into one buffer of
 // their own, so a message a queue keeps in memory pins that queue's part
 // of the call, not the whole request); the answer's per-message

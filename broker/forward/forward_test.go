@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,11 +24,25 @@ type memQueue struct {
 	bodies      []string
 	refuse      bool
 	hold        chan struct{} // if set, confirms wait until it is closed
+	overloaded  chan struct{} // if set, Throttle waits until it is closed
 	settled     []uint64      // seqs acked, requeued or rejected
 }
 
-func (q *memQueue) Info() queue.Info               { return q.info }
-func (q *memQueue) Throttle(context.Context) error { return nil }
+func (q *memQueue) Info() queue.Info { return q.info }
+func (q *memQueue) Throttle(ctx context.Context) error {
+	q.mu.Lock()
+	ch := q.overloaded
+	q.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 func (q *memQueue) Stats() queue.Stats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -241,5 +256,60 @@ func TestStaleSettlementsSettleNothing(t *testing.T) {
 	defer owner.mu.Unlock()
 	if len(owner.settled) != 0 {
 		t.Fatalf("stale settlements settled %v", owner.settled)
+	}
+}
+
+// The owner answers a publish call once its messages are confirmed, and
+// not while their queue is overloaded (its flow control holds the
+// sender's next calls); confirmed from another goroutine than the one
+// that started the call, or while it starts, the answer comes either way.
+func TestPublishAnswerWaitsForConfirmsAndFlowControl(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		hold, overloaded bool
+	}{
+		{"confirmed as published", false, false},
+		{"confirmed later", true, false},
+		{"queue overloaded", false, true},
+		{"confirmed later, queue overloaded", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, c, _, owner := setup(t)
+			var hold, overloaded chan struct{}
+			if tc.hold {
+				hold = make(chan struct{})
+			}
+			if tc.overloaded {
+				overloaded = make(chan struct{})
+			}
+			owner.mu.Lock()
+			owner.hold, owner.overloaded = hold, overloaded
+			owner.mu.Unlock()
+			q := c.Queue(owner.info, "b")
+			var conf confirms
+			for i := range 50 {
+				q.Publish([]queue.Publish{{Msg: &message.Message{Body: []byte("x")}, Confirm: &conf, Tag: uint64(i)}})
+			}
+			none := func() error {
+				if a, n := conf.counts(); a+n > 0 {
+					return fmt.Errorf("%d acks, %d nacks", a, n)
+				}
+				return nil
+			}
+			if hold != nil {
+				eventually.Holds(t, 100*time.Millisecond, "no confirm before the queue's", none)
+				close(hold)
+			}
+			if overloaded != nil {
+				eventually.Holds(t, 100*time.Millisecond, "no confirm while the queue is overloaded", none)
+				owner.mu.Lock()
+				close(overloaded)
+				owner.mu.Unlock()
+			}
+			eventually.True(t, 10*time.Second, "every message confirmed", func() bool {
+				a, n := conf.counts()
+				return a == 50 && n == 0
+			})
+		})
 	}
 }

@@ -52,7 +52,8 @@
 // receiver hands a group's appends on the data stream to Raft in the order
 // they came, and runs everything else concurrently, except the calls of a
 // method registered with HandleOrdered: their starts run on the stream's
-// reader in the order they came (their waits concurrently), so requests a
+// reader in the order they came (answered whenever and wherever the start
+// has its answer called: no goroutine waits for it), so requests a
 // node Sends one after another start in that order on the peer; those of a
 // method registered with HandleInline run to their answer there, in the
 // order they came, with no goroutine started for them (handlers that

@@ -53,9 +53,9 @@ type Network interface {
 	Handle(method string, h Handler)
 	// HandleOrdered registers s for method (replacing any earlier
 	// handler): the calls of method from one node start one at a time, in
-	// the order that node Sent them, and the waits s returns run
-	// concurrently. A start must not block: it runs on the goroutine that
-	// reads the peer's calls, holding up all it sends there.
+	// the order that node Sent them, and are answered when s has their
+	// answer called, in any order. A start must not block: it runs on the
+	// goroutine that reads the peer's calls, holding up all it sends there.
 	HandleOrdered(method string, s Starter)
 	// HandleInline registers h for method (replacing any earlier
 	// handler): the calls of method from one node run one at a time, in

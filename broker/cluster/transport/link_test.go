@@ -185,7 +185,7 @@ func TestInlinePutsFillingTheSocketArriveWholeAndInOrder(t *testing.T) {
 // trySend only; it records what each goroutine sent, and fails the test
 // on a frame or inline send while a rest is pending.
 type scriptedStream struct {
-	t       *testing.T
+	t         *testing.T
 	partial   int    // the trySend (counted from 1) that leaves a rest
 	onPartial func() // called by that trySend
 	slow      time.Duration

@@ -9,36 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// tcpPair returns both ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (server, client net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			accepted <- nil
-			return
-		}
-		accepted <- c
-	}()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server = <-accepted
-	if server == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { server.Close(); client.Close() })
-	return server, client
-}
+	"github.com/warrenmq/warren/broker/brokertest/loopback"
+)
 
 func TestNewRefusesConnectionsWithoutDescriptor(t *testing.T) {
 	a, b := net.Pipe()
@@ -59,7 +32,7 @@ func TestReadAndWriteNow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv, cli := tcpPair(t)
+			srv, cli := loopback.Pair(t)
 			s, err := New(srv, tt.poll)
 			if err != nil {
 				t.Fatal(err)
@@ -93,7 +66,7 @@ func TestReadAndWriteNow(t *testing.T) {
 }
 
 func TestWriteNowStopsWhenTheSocketIsFull(t *testing.T) {
-	srv, _ := tcpPair(t) // the peer never reads
+	srv, _ := loopback.Pair(t) // the peer never reads
 	s, err := New(srv, BusyPoll{})
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +82,7 @@ func TestWriteNowStopsWhenTheSocketIsFull(t *testing.T) {
 }
 
 func TestReadHonoursDeadline(t *testing.T) {
-	srv, _ := tcpPair(t)
+	srv, _ := loopback.Pair(t)
 	s, err := New(srv, BusyPoll{For: time.Millisecond, Spinners: NewSpinners(1), Want: func() bool { return true }})
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +109,7 @@ func TestBusyPollIsBounded(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv, cli := tcpPair(t)
+			srv, cli := loopback.Pair(t)
 			spinners := NewSpinners(1)
 			if tt.budget == 0 {
 				spinners.busy.Store(1) // another socket spins

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/broker/brokertest/eventually"
+	"github.com/warrenmq/warren/broker/brokertest/loopback"
 	pb "github.com/warrenmq/warren/broker/cluster/clusterpb"
 )
 
@@ -67,34 +68,6 @@ func TestPutWaitsForRoomUnlessImmediate(t *testing.T) {
 	}
 }
 
-// tcpPair is a connected loopback TCP pair.
-func tcpPair(t *testing.T) (a, b net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	a, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = <-accepted
-	if b == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() {
-		a.Close()
-		b.Close()
-	})
-	return a, b
-}
-
 // Over plain TCP, a put sends from its own goroutine; a socket that does
 // not take a frame whole hands its rest, and what is queued after it, to
 // the writer. Whatever mix of the two sent them, messages put by several
@@ -113,7 +86,7 @@ func TestInlinePutsFillingTheSocketArriveWholeAndInOrder(t *testing.T) {
 		{"fast putters", 4, 300, 3, 100 * time.Microsecond, 1, 96 << 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, b := tcpPair(t)
+			b, a := loopback.Pair(t)
 			// Small socket buffers: a big frame rarely goes whole.
 			_ = a.(*net.TCPConn).SetWriteBuffer(32 << 10)
 			_ = b.(*net.TCPConn).SetReadBuffer(32 << 10)

@@ -66,8 +66,7 @@ func LaunchProcess(t testing.TB, bin, dataDir string, sets ...string) *Process {
 		args = append(args, "--set", s)
 	}
 	p := &Process{Cmd: exec.Command(bin, args...), started: make(chan struct{}), exited: make(chan struct{})}
-	// Killed with the test binary, should it die without its cleanups.
-	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	dieWithParent(p.Cmd)
 	stderr, err := p.Cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"github.com/warrenmq/warren/broker/cluster/transport"
 	"github.com/warrenmq/warren/broker/message"
 	"github.com/warrenmq/warren/broker/queue"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // memQueue is a twin of queue.Queue that keeps what it is given and
@@ -309,6 +311,64 @@ func TestPublishAnswerWaitsForConfirmsAndFlowControl(t *testing.T) {
 			eventually.True(t, 10*time.Second, "every message confirmed", func() bool {
 				a, n := conf.counts()
 				return a == 50 && n == 0
+			})
+		})
+	}
+}
+
+// A publish call is answered once: with its context's end when that comes
+// before its messages' confirms (which then change nothing), else with
+// the verdicts, by whichever goroutine confirms the last message.
+func TestPublishCallAnsweredOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		endFirst   bool
+		wantAnswer string
+	}{
+		{"confirms first", false, "verdicts"},
+		{"context ends first", true, "canceled"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hub, c, _, owner := setup(t)
+			owner.hold = make(chan struct{})
+			h := newHandlers(hub.Network("c"), &memLocal{qs: map[string]*memQueue{"//q": owner}}, nil, nil)
+			q := c.Queue(owner.info, "b").(*Queue)
+			req := appendPublishes(nil, []item{{q: q, p: queue.Publish{Msg: &message.Message{Body: []byte("x")}}}, {q: q, p: queue.Publish{Msg: &message.Message{Body: []byte("y")}}}})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var answers atomic.Int32
+			got := make(chan string, 2)
+			if err := h.publish(ctx, "a", req, func(resp []byte, err error) {
+				answers.Add(1)
+				switch {
+				case status.Code(err) == codes.Canceled:
+					got <- "canceled"
+				case err == nil && len(resp) == 2 && resp[0] == verdictOK && resp[1] == verdictOK:
+					got <- "verdicts"
+				default:
+					got <- fmt.Sprintf("%v %v", resp, err)
+				}
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.endFirst {
+				cancel()
+				if a := <-got; a != tc.wantAnswer {
+					t.Fatalf("answered %s, want %s", a, tc.wantAnswer)
+				}
+				close(owner.hold)
+			} else {
+				close(owner.hold)
+				if a := <-got; a != tc.wantAnswer {
+					t.Fatalf("answered %s, want %s", a, tc.wantAnswer)
+				}
+				cancel()
+			}
+			eventually.Holds(t, 100*time.Millisecond, "one answer", func() error {
+				if n := answers.Load(); n != 1 {
+					return fmt.Errorf("%d answers", n)
+				}
+				return nil
 			})
 		})
 	}

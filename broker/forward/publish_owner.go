@@ -98,10 +98,11 @@ func (h *handlers) publishHeld(from string, s *heldSender) {
 		if err != nil {
 			h.refuseGroup(from, hg.g, hg.col, hg.tag, err)
 		} else {
-			h.publishGroup(q, hg.g, hg.col, hg.tag)
+			// Listed first: its confirms may complete the call at once.
 			hg.col.mu.Lock()
 			hg.col.heldQueues = append(hg.col.heldQueues, q)
 			hg.col.mu.Unlock()
+			h.publishGroup(q, hg.g, hg.col, hg.tag)
 		}
 
 		h.held.mu.Lock()

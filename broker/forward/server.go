@@ -32,17 +32,7 @@ type Local interface {
 // toStatus maps Local's errors to gRPC status errors (the vhost's
 // ToStatus); nil sends them as codes.Unknown.
 func Serve(nw transport.Network, l Local, toStatus func(error) error, log *slog.Logger) {
-	if log == nil {
-		log = slog.Default()
-	}
-	if toStatus == nil {
-		toStatus = func(err error) error { return err }
-	}
-	h := &handlers{l: l, nw: nw, callTimeout: 30 * time.Second, toStatus: toStatus, log: log.With("subsystem", "forward"), cons: consumers{m: map[consumerKey]*remoteConsumer{}, byQueue: map[getKey]map[*remoteConsumer]struct{}{}, gets: map[getKey]map[uint64]struct{}{}}}
-	h.now, _ = l.(LocalNow)
-	expired, cancel := context.WithCancel(context.Background())
-	cancel()
-	h.expired = expired
+	h := newHandlers(nw, l, toStatus, log)
 	nw.HandleOrdered(methodPublish, versionedStart(methodPublish, h.publish))
 	nw.Handle(methodStats, versioned(methodStats, h.stats))
 	nw.Handle(methodGet, versioned(methodGet, h.get))
@@ -59,6 +49,21 @@ func Serve(nw transport.Network, l Local, toStatus func(error) error, log *slog.
 			h.nodeDown(node)
 		}
 	})
+}
+
+func newHandlers(nw transport.Network, l Local, toStatus func(error) error, log *slog.Logger) *handlers {
+	if log == nil {
+		log = slog.Default()
+	}
+	if toStatus == nil {
+		toStatus = func(err error) error { return err }
+	}
+	h := &handlers{l: l, nw: nw, callTimeout: 30 * time.Second, toStatus: toStatus, log: log.With("subsystem", "forward"), cons: consumers{m: map[consumerKey]*remoteConsumer{}, byQueue: map[getKey]map[*remoteConsumer]struct{}{}, gets: map[getKey]map[uint64]struct{}{}}}
+	h.now, _ = l.(LocalNow)
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	h.expired = expired
+	return h
 }
 
 type handlers struct {

@@ -257,15 +257,19 @@ func (s *serverLink) run(m *pb.Message, start starter, order string) error {
 		return nil
 	}
 	s.inflight[id] = cancel
-	finish := func(resp *pb.Message, err error) {
+	end := func(resp *pb.Message, err error, answerCtx context.Context) {
 		s.mu.Lock()
 		delete(s.inflight, id)
 		s.mu.Unlock()
 		cancel()
-		s.answer(id, resp, err)
+		s.answerCtx(answerCtx, id, resp, err)
 	}
+	finish := func(resp *pb.Message, err error) { end(resp, err, s.ctx) }
+	// A start that answers itself does so on whatever goroutine has the
+	// answer (a queue's loop): it never waits for room in the link (the
+	// requests read bound these answers, as an inline handler's).
 	task := func() {
-		wait, err := start(ctx, finish)
+		wait, err := start(ctx, func(resp *pb.Message, err error) { end(resp, err, Immediate(s.ctx)) })
 		switch {
 		case err != nil:
 			finish(nil, err)

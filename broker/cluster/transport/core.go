@@ -145,6 +145,12 @@ func (c *core) serveCall(ctx context.Context, from, method string, req []byte) (
 	return r.resp, r.err
 }
 
+// start runs an ordered handler's start, its errors (returned or
+// answered) as status errors.
+func (h callHandler) start(ctx context.Context, from string, req []byte, answer func([]byte, error)) error {
+	return asStatus(h.s(ctx, from, req, func(resp []byte, err error) { answer(resp, asStatus(err)) }))
+}
+
 // startCall starts a call from node from and has answer called once with
 // its answer (errors as status errors), unless it returns an error itself.
 // An inline handler and an ordered handler's start run here (answer may
@@ -162,10 +168,7 @@ func (c *core) startCall(ctx context.Context, from, method string, req []byte, a
 		answer(resp, asStatus(err))
 		return nil, nil
 	case h.s != nil:
-		if err := h.s(ctx, from, req, func(resp []byte, err error) { answer(resp, asStatus(err)) }); err != nil {
-			return nil, asStatus(err)
-		}
-		return nil, nil
+		return nil, h.start(ctx, from, req, answer)
 	default:
 		return func() {
 			resp, err := h.h(ctx, from, req)

@@ -149,8 +149,7 @@ func (s *serverLink) dispatch(m *pb.Message) error {
 			// Started here, so in the order they came; answered where
 			// the start has answer called (no goroutine waits for it).
 			return s.run(m, func(ctx context.Context, finish func(*pb.Message, error)) (func() (*pb.Message, error), error) {
-				_, err := s.n.core.startCall(ctx, s.from, method, payload, func(resp []byte, err error) { finish(callResp(resp, err)) })
-				return nil, err
+				return nil, h.start(ctx, s.from, payload, func(resp []byte, err error) { finish(callResp(resp, err)) })
 			}, inline)
 		}
 		// A plain Handler (or none: its error), on a goroutine of its own.

@@ -61,7 +61,7 @@ func (a *ackBatch) add(q queue.Queue, seqs []uint64) {
 	}
 	a.queues = append(a.queues, q)
 	a.seqs = append(a.seqs, seqs)
-	if _, ok := q.(interface{ Node() string }); ok {
+	if onAnotherNode(q) {
 		a.remote = true
 	}
 }
@@ -98,3 +98,10 @@ func (a *ackBatch) flushLocked() {
 
 // stop stops the timer (the connection is closing; flush first).
 func (a *ackBatch) stop() { a.timer.Stop() }
+
+// onAnotherNode reports whether q is a queue another node holds (its
+// forward proxy, which names that node).
+func onAnotherNode(q queue.Queue) bool {
+	_, ok := q.(interface{ Node() string })
+	return ok
+}

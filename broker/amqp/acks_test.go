@@ -59,3 +59,36 @@ func TestAcksToAQueueOnAnotherNodeAreNotHeldBack(t *testing.T) {
 		t.Fatalf("the remote queue got %v, want [1 2 3]", got)
 	}
 }
+
+// A consumer out of credit makes the reader busy-poll for the client's
+// ack only when its queue is on this node; for another node's queue the
+// spins cost more than they saved (the ack still travels to that node).
+func TestStarvedConsumerSpinsForAcksOnlyForALocalQueue(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		q    queue.Queue
+		want bool
+	}{
+		{"local queue", &ackedQueue{}, true},
+		{"queue on another node", remoteQueue{&ackedQueue{}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &conn{}
+			ch := &channel{c: c}
+			cons := &consumer{ch: ch, q: tc.q, prefetch: 1}
+			cons.remote = onAnotherNode(tc.q)
+			if !cons.takeCredit() {
+				t.Fatal("the first delivery of a prefetch of 1 was refused")
+			}
+			if c.wantAcks.Load() {
+				t.Fatal("the reader spins for acks while the consumer still has credit")
+			}
+			if cons.takeCredit() {
+				t.Fatal("a second delivery beyond a prefetch of 1 was allowed")
+			}
+			if got := c.wantAcks.Load(); got != tc.want {
+				t.Fatalf("reader spins for the starved consumer's acks: %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -32,6 +32,9 @@ type consumer struct {
 	// the queue already handed this automatic-ack consumer is delivered
 	// before cancel-ok (DeliverFinal).
 	handOver atomic.Bool
+	// remote is set for a queue another node holds (its proxy): the
+	// reader does not busy-poll for this consumer's acks (see takeCredit).
+	remote bool
 
 	// A starved consumer is woken once a batch of its prefetch is back
 	// (refillBatch), or refillDelay after the first credit came back,
@@ -157,7 +160,16 @@ func (c *consumer) takeCredit() bool {
 	g := ch.globalPrefetch.Load()
 	if c.prefetch > 0 && c.unacked >= c.prefetch || g > 0 && ch.unackedCount >= g {
 		c.starved.Store(true)
-		ch.c.wantAcks.Store(true)
+		// A spin saves the reader's wake-up when the client's ack lets
+		// the queue deliver at once. For another node's queue most of
+		// the next batch waits on that node, which gets its credit back
+		// with the forwarded ack: PerfTest's s5 through a node that does
+		// not hold the queue spun 0.08 empty reads a message there, and
+		// without them its brokers took 1.5% less CPU a message at the
+		// same rate.
+		if !c.remote {
+			ch.c.wantAcks.Store(true)
+		}
 		return false
 	}
 	c.unacked++
@@ -423,6 +435,7 @@ func (ch *channel) basicConsume(ctx context.Context, m *wire.BasicConsume) error
 		return newError(wire.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
 	}
 	cons := &consumer{ch: ch, tag: tag, q: q, qt: queueTypeIndex(q), noAck: m.NoAck, prefetch: ch.prefetchCount, exclusive: m.Exclusive, args: m.Arguments}
+	cons.remote = onAnotherNode(q)
 	cons.wakeFn = cons.wake
 	cons.refillTimer = time.AfterFunc(time.Hour, cons.refillExpired)
 	cons.refillTimer.Stop()

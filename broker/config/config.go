@@ -49,10 +49,10 @@ type AMQP struct {
 	// HandshakeTimeout bounds the time from TCP accept to connection.open.
 	HandshakeTimeout time.Duration `json:"handshake_timeout"`
 	// BusyPoll is how long a connection's reader spins on its socket for
-	// the client's ack when one of its consumers ran out of credit, before
-	// it sleeps until the socket is readable: a consumer's next batch goes
-	// out without the reader's wake-up latency. At most half the
-	// processors spin at once; 0 turns it off.
+	// the client's ack when one of its consumers of a queue on this node
+	// ran out of credit, before it sleeps until the socket is readable: a
+	// consumer's next batch goes out without the reader's wake-up
+	// latency. At most half the processors spin at once; 0 turns it off.
 	BusyPoll time.Duration `json:"busy_poll"`
 	// OutputBufferLimit bounds the bytes a connection holds for its
 	// client's socket: over it, the connection stops reading the client's

@@ -70,7 +70,9 @@ func (c *conn) send(fn func(b []byte) []byte) {
 }
 
 // sendQuiet appends frames like send without waking the writer: the
-// reader's flush (before it blocks on anything) writes them. Reader only.
+// reader's flush (before it blocks on anything) writes them. The reader's
+// own frames, and deferred confirms (queue.DeferredConfirmer: their
+// Flush comes).
 func (c *conn) sendQuiet(fn func(b []byte) []byte) {
 	c.outMu.Lock()
 	c.out = fn(c.out)

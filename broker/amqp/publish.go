@@ -385,8 +385,16 @@ func (t *confirmTracker) pending() int {
 // Confirm implements queue.Confirmer.
 func (t *confirmTracker) Confirm(tags []uint64, ok bool) { t.confirm(tags, ok, true) }
 
-// confirm settles tags; the reader's own confirms (wake false) wait in the
-// output buffer for its next conn.flush.
+// ConfirmDeferred implements queue.DeferredConfirmer: the frames wait in
+// the output buffer for Flush (or the reader's next flush).
+func (t *confirmTracker) ConfirmDeferred(tags []uint64, ok bool) { t.confirm(tags, ok, false) }
+
+// Flush implements queue.DeferredConfirmer: it writes what is buffered, as
+// the reader does before it blocks.
+func (t *confirmTracker) Flush() { t.ch.c.flush() }
+
+// confirm settles tags; the reader's own confirms and deferred ones (wake
+// false) wait in the output buffer for the next conn.flush.
 func (t *confirmTracker) confirm(tags []uint64, ok, wake bool) {
 	t.mu.Lock()
 	for _, tag := range tags {

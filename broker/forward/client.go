@@ -44,6 +44,14 @@ type Config struct {
 	// CallTimeout bounds a publish call (default 30 s): its messages are
 	// nacked when it ends.
 	CallTimeout time.Duration
+	// AnswersRead, when set, registers a function for the Network to run
+	// on a reader once it has handed over the answers it read
+	// (GRPCNetwork.OnAnswersRead). The confirms that publish answers make
+	// are then left in their publishers' output (queue.DeferredConfirmer)
+	// and written there, once for all the answers of a read, instead of
+	// waking each publisher's connection writer. Nil: each answer's
+	// confirms go at once.
+	AnswersRead func(fn func())
 }
 
 // Client makes proxies of queues other nodes hold and sends what they are
@@ -65,6 +73,52 @@ type Client struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	closed bool // under mu
+
+	deferred deferredConfirms // with Config.AnswersRead
+}
+
+// deferredConfirms are the confirmers that confirmed answers' messages
+// without writing them yet; the Network's readers flush them.
+type deferredConfirms struct {
+	n     atomic.Int32 // len(list), read without mu
+	mu    sync.Mutex   // a leaf
+	list  []queue.DeferredConfirmer
+	spare []queue.DeferredConfirmer
+}
+
+// add has dc flushed by the next flush.
+func (d *deferredConfirms) add(dc queue.DeferredConfirmer) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, have := range d.list {
+		if have == dc {
+			return
+		}
+	}
+	d.list = append(d.list, dc)
+	d.n.Store(int32(len(d.list)))
+}
+
+// flush writes what the deferred confirmers hold. It runs on the
+// Network's readers (Config.AnswersRead), many at once.
+func (d *deferredConfirms) flush() {
+	if d.n.Load() == 0 {
+		return
+	}
+	d.mu.Lock()
+	list := d.list
+	d.list, d.spare = d.spare[:0], nil
+	d.n.Store(0)
+	d.mu.Unlock()
+	for _, dc := range list {
+		dc.Flush()
+	}
+	clear(list)
+	d.mu.Lock()
+	if d.spare == nil {
+		d.spare = list[:0]
+	}
+	d.mu.Unlock()
 }
 
 // NewClient returns a Client on cfg.Network.
@@ -92,6 +146,9 @@ func NewClient(cfg Config) *Client {
 	// Deliveries are handed to the consumer where they are read, in the
 	// order sent: handleDeliver never blocks (a consumer refuses what it
 	// cannot take now).
+	if cfg.AnswersRead != nil {
+		cfg.AnswersRead(cl.deferred.flush)
+	}
 	cfg.Network.HandleInline(methodDeliver, cl.handleDeliver)
 	cfg.Network.Handle(methodCancelled, cl.handleCancelled)
 	cl.unwatch = cfg.Network.Watch(cl.peerChanged)
@@ -120,6 +177,10 @@ func (c *Client) Close() {
 		s.close()
 	}
 	c.wg.Wait()
+	if c.cfg.AnswersRead != nil {
+		c.cfg.AnswersRead(nil)
+	}
+	c.deferred.flush()
 }
 
 // errClosed nacks what is published through a closed Client.
@@ -354,7 +415,7 @@ func (s *sender) add(q *Queue, batch []queue.Publish) {
 		for i, p := range batch {
 			items[i] = item{q: q, p: p}
 		}
-		confirmAll(items, nil, false)
+		confirmAll(items, nil, false, nil)
 		return
 	}
 	if s.pending == nil {
@@ -466,7 +527,14 @@ func (s *sender) answered(items []item, size int, req, ans []byte, err error) {
 	if err != nil {
 		s.c.log.Warn("forward: publishing to a queue's node failed; the messages are nacked", "node", s.node, "messages", len(items), "err", err)
 	}
-	confirmAll(items, ans, err == nil)
+	// A successful answer is handed over on a Network reader, which
+	// flushes the deferred confirms before it waits for more (one to this
+	// node itself is answered where the handler runs: not deferred).
+	var later *deferredConfirms
+	if err == nil && s.c.cfg.AnswersRead != nil && s.node != s.c.cfg.Network.Node() {
+		later = &s.c.deferred
+	}
+	confirmAll(items, ans, err == nil, later)
 	clear(items) // the messages and confirmers are the publishers' now
 	s.mu.Lock()
 	if len(s.spareItems) < s.c.cfg.MaxInFlight {
@@ -500,19 +568,24 @@ func (s *sender) close() {
 		s.space = nil
 	}
 	s.mu.Unlock()
-	confirmAll(items, nil, false)
+	confirmAll(items, nil, false, nil)
 }
 
 // confirmAll tells each item's confirmer its verdict (ans[i] == verdictOK,
 // or every one nacked when !ok), a run of items with one confirmer and
 // verdict in one call.
-func confirmAll(items []item, ans []byte, ok bool) {
+func confirmAll(items []item, ans []byte, ok bool, later *deferredConfirms) {
 	var tags []uint64
 	var cur queue.Confirmer
 	curOK := false
 	flush := func() {
 		if cur != nil && len(tags) > 0 {
-			cur.Confirm(tags, curOK)
+			if dc, can := cur.(queue.DeferredConfirmer); can && later != nil {
+				dc.ConfirmDeferred(tags, curOK)
+				later.add(dc)
+			} else {
+				cur.Confirm(tags, curOK)
+			}
 		}
 		tags = nil // a confirmer may keep the slice
 	}

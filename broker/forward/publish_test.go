@@ -3,12 +3,14 @@ package forward
 import (
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/warrenmq/warren/broker/brokertest/eventually"
 	"github.com/warrenmq/warren/broker/brokertest/goroutines"
+	"github.com/warrenmq/warren/broker/cluster/transport"
 	"github.com/warrenmq/warren/broker/message"
 	"github.com/warrenmq/warren/broker/queue"
 )
@@ -129,4 +131,101 @@ func TestCloseNacksWhatIsUnderWayAndLeavesNoGoroutine(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// deferredConfirms records a publisher's deferred confirms and what
+// what reached its client of the deferred ones: what a Flush wrote.
+type deferringPublisher struct {
+	mu               sync.Mutex
+	direct, deferred int // confirmed with Confirm, with ConfirmDeferred
+	written          int // of the deferred ones, flushed
+}
+
+func (c *deferringPublisher) Confirm(tags []uint64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.direct += len(tags)
+}
+
+func (c *deferringPublisher) ConfirmDeferred(tags []uint64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deferred += len(tags)
+}
+
+func (c *deferringPublisher) Flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.written = c.deferred
+}
+
+func (c *deferringPublisher) counts() (direct, deferred, written int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.direct, c.deferred, c.written
+}
+
+// With Config.AnswersRead, the confirms of another node's publish answers
+// are left in the publisher's output until the Network's reader runs the
+// function registered (once it has handed over the answers it read); a
+// publish to the node itself, answered where its handler runs, confirms at
+// once. Close flushes what is left and unregisters.
+func TestConfirmsOfAnswersWaitForTheReadersFlush(t *testing.T) {
+	hub := transport.NewInmemHub()
+	owner := &memQueue{info: queue.Info{Vhost: "/", Name: "q", Durable: true}}
+	local := &memLocal{qs: map[string]*memQueue{"//q": owner}}
+	Serve(hub.Network("b"), local, nil, nil)
+	Serve(hub.Network("a"), local, nil, nil)
+	var mu sync.Mutex
+	var flush func()
+	c := NewClient(Config{Network: hub.Network("a"), CallTimeout: 5 * time.Second, AnswersRead: func(fn func()) {
+		mu.Lock()
+		flush = fn
+		mu.Unlock()
+	}})
+	readerIdle := func() {
+		mu.Lock()
+		fn := flush
+		mu.Unlock()
+		if fn != nil {
+			fn()
+		}
+	}
+
+	var remote, self deferringPublisher
+	const n = 10
+	for i := range n {
+		c.Queue(owner.info, "b").Publish([]queue.Publish{{Msg: &message.Message{Body: []byte{byte(i)}}, Confirm: &remote, Tag: uint64(i)}})
+		c.Queue(owner.info, "a").Publish([]queue.Publish{{Msg: &message.Message{Body: []byte{byte(i)}}, Confirm: &self, Tag: uint64(i)}})
+	}
+	eventually.True(t, 10*time.Second, "every message confirmed", func() bool {
+		_, d, _ := remote.counts()
+		s, _, _ := self.counts()
+		return d == n && s == n
+	})
+	if direct, _, written := remote.counts(); direct != 0 || written != 0 {
+		t.Fatalf("before the reader's flush: %d confirmed at once, %d written; want 0 and 0", direct, written)
+	}
+	if _, deferred, _ := self.counts(); deferred != 0 {
+		t.Fatalf("%d confirms of publishes to the node itself deferred, want 0", deferred)
+	}
+	readerIdle()
+	if _, _, written := remote.counts(); written != n {
+		t.Fatalf("after the reader's flush %d confirms written, want %d", written, n)
+	}
+
+	c.Queue(owner.info, "b").Publish([]queue.Publish{{Msg: &message.Message{Body: []byte{n}}, Confirm: &remote, Tag: n}})
+	eventually.True(t, 10*time.Second, "the last message confirmed", func() bool {
+		_, d, _ := remote.counts()
+		return d == n+1
+	})
+	c.Close()
+	if _, _, written := remote.counts(); written != n+1 {
+		t.Fatalf("after Close %d confirms written, want %d", written, n+1)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if flush != nil {
+		t.Fatal("Close left its function registered")
+	}
 }

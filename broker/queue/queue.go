@@ -40,6 +40,18 @@ type Confirmer interface {
 	Confirm(tags []uint64, ok bool)
 }
 
+// DeferredConfirmer is a Confirmer whose confirms can wait to be written:
+// a goroutine that confirms several batches in a row (a cluster link's
+// reader handing over the answers of forwarded publishes) calls
+// ConfirmDeferred for each and Flush once, before it waits for more, so
+// the client gets them in one write. Until Flush they may sit unsent.
+// Both must not block.
+type DeferredConfirmer interface {
+	Confirmer
+	ConfirmDeferred(tags []uint64, ok bool)
+	Flush()
+}
+
 // Delivery is one message handed to a consumer or returned by Get.
 type Delivery struct {
 	Msg         *message.Message

@@ -20,6 +20,9 @@ type clientLink struct {
 	peer  string
 	heard *heard
 	from  *lastHeard // the peer's entry in heard: marked at each frame
+	// idle runs once the answers read so far are handed over and before
+	// the reader waits for the peer (GRPCNetwork.OnAnswersRead).
+	idle func()
 
 	mu      sync.Mutex
 	next    uint64
@@ -28,20 +31,23 @@ type clientLink struct {
 	ended   bool                  // the stream ended: calls are failed, no more taken
 }
 
-func newClientLink(ctx context.Context, peer string, s frameStream, stats *counters, limit int, h *heard, from *lastHeard) *clientLink {
-	c := &clientLink{link: newLink(ctx, s, stats, limit), peer: peer, heard: h, from: from, pending: map[uint64]chan *pb.Message{}, calls: map[uint64]*asyncCall{}}
+func newClientLink(ctx context.Context, peer string, s frameStream, stats *counters, limit int, h *heard, from *lastHeard, idle func()) *clientLink {
+	c := &clientLink{link: newLink(ctx, s, stats, limit), peer: peer, heard: h, from: from, idle: idle, pending: map[uint64]chan *pb.Message{}, calls: map[uint64]*asyncCall{}}
 	context.AfterFunc(c.ctx, c.failCalls)
 	go c.read()
 	return c
 }
 
 // read hands each answer to its request until the stream ends, then fails
-// the requests still waiting.
+// the requests still waiting. Whenever the next frame is not read yet
+// whole (its Recv would wait for the peer), and when the stream ends, it
+// runs idle.
 func (c *clientLink) read() {
 	for {
 		f, err := c.s.Recv()
 		if err != nil {
 			c.cancel(err)
+			c.idle()
 			return
 		}
 		c.heard.mark(c.from)
@@ -59,6 +65,9 @@ func (c *clientLink) read() {
 			case a != nil:
 				a.answer(m)
 			}
+		}
+		if !frameBuffered(c.s) {
+			c.idle()
 		}
 	}
 }

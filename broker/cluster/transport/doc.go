@@ -58,7 +58,11 @@
 // method registered with HandleInline run to their answer there, in the
 // order they came, with no goroutine started for them (handlers that
 // never block). A Send's answer is handed to its done on the caller's
-// stream reader: no goroutine waits for it.
+// stream reader: no goroutine waits for it. Once the reader has handed
+// over every answer it has read (no whole frame is left in its buffer)
+// it runs GRPCNetwork.OnAnswersRead's function, and once more when the
+// link ends: what the done callbacks of one read leave to be done
+// together is done there, before the reader waits for the peer.
 //
 // Call lane. Node-level calls (Call, Send) go to each peer over a TCP
 // connection of their own, dialled on first use and again after one

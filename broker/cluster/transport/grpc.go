@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -104,6 +105,9 @@ type GRPCNetwork struct {
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 
+	// answersRead is OnAnswersRead's fn; nil for none.
+	answersRead atomic.Pointer[func()]
+
 	mu    sync.Mutex
 	addrs map[string]string
 	peers map[string]*peerConn
@@ -196,6 +200,28 @@ func (n *GRPCNetwork) Handle(method string, h Handler) { n.core.handle(method, c
 // its data stream start in the order they came.
 func (n *GRPCNetwork) HandleOrdered(method string, s Starter) {
 	n.core.handle(method, callHandler{s: s})
+}
+
+// OnAnswersRead has fn run on the reader of each of this node's links to
+// a peer whenever it has handed over every answer it has read (their
+// Send done callbacks have returned) and is about to wait for more, and
+// once more when the link ends: work that those callbacks leave to be
+// done together (the confirms of several publish answers, written to
+// their client once) is done there. fn runs on many readers at once and
+// must not block. A nil fn removes it.
+func (n *GRPCNetwork) OnAnswersRead(fn func()) {
+	if fn == nil {
+		n.answersRead.Store(nil)
+		return
+	}
+	n.answersRead.Store(&fn)
+}
+
+// answersHandled runs OnAnswersRead's fn, if any.
+func (n *GRPCNetwork) answersHandled() {
+	if fn := n.answersRead.Load(); fn != nil {
+		(*fn)()
+	}
 }
 
 // HandleInline implements Network: the calls of method a peer sends on

@@ -237,6 +237,24 @@ func (s *connStream) Recv() (*pb.Frame, error) {
 	return f, nil
 }
 
+// frameBuffered reports whether a whole frame is read already: s's next
+// Recv returns without waiting for the peer.
+func (s *connStream) frameBuffered() bool {
+	n := s.r.Buffered()
+	if n < 4 {
+		return false
+	}
+	hdr, err := s.r.Peek(4)
+	return err == nil && int(binary.BigEndian.Uint32(hdr)) <= n-4
+}
+
+// frameBuffered reports whether s's next Recv returns without waiting for
+// the peer (known of a call lane only).
+func frameBuffered(s frameStream) bool {
+	cs, ok := s.(*connStream)
+	return ok && cs.frameBuffered()
+}
+
 // readBody reads a frame's size bytes into the reused buffer, growing it
 // as the bytes come (a length alone never makes a big allocation).
 func (s *connStream) readBody(size int) ([]byte, error) {

@@ -152,7 +152,7 @@ func (p *peerConn) link(ctx context.Context, kind streamKind) (*clientLink, erro
 		}
 		return nil, unavailable(p.node, err)
 	}
-	l := newClientLink(sctx, p.node, s, &p.n.stats, queueBytes, p.n.heard, p.heard)
+	l := newClientLink(sctx, p.node, s, &p.n.stats, queueBytes, p.n.heard, p.heard, p.n.answersHandled)
 	go func() {
 		<-l.ctx.Done()
 		cancel()
@@ -240,7 +240,7 @@ func (p *peerConn) dialLane(d *laneDial, gen uint64) {
 		p.n.log.Info("cluster peer has no call lanes (an older node?): its calls go on the data stream", "node", p.node)
 	case err == nil:
 		sctx, scancel := context.WithCancel(p.ctx)
-		l := newClientLink(sctx, p.node, s, &p.n.stats, queueBytes, p.n.heard, p.heard)
+		l := newClientLink(sctx, p.node, s, &p.n.stats, queueBytes, p.n.heard, p.heard, p.n.answersHandled)
 		context.AfterFunc(l.ctx, func() {
 			scancel()
 			_ = s.c.Close()

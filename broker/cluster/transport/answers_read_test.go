@@ -1,0 +1,53 @@
+package transport
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/warrenmq/warren/broker/brokertest/eventually"
+)
+
+// A link's reader runs OnAnswersRead's function once the answers it read
+// are handed over, before it waits for the peer: what the done callbacks
+// left for it is done with no later traffic, and never before their
+// answers came.
+func TestOnAnswersReadRunsAfterTheAnswersReadBeforeTheReaderWaits(t *testing.T) {
+	a, b := grpcNet(t, "a", nil), grpcNet(t, "b", nil)
+	must(t, a.SetAddress("b", b.Addr().String()))
+	b.HandleOrdered("echo", func(_ context.Context, _ string, req []byte, answer func([]byte, error)) error {
+		answer(req, nil)
+		return nil
+	})
+	var mu sync.Mutex
+	handed, seen, idles := 0, 0, 0
+	a.OnAnswersRead(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = handed
+		idles++
+	})
+	const n = 50
+	for i := range n {
+		err := a.Send(context.Background(), "b", "echo", []byte{byte(i)}, func(_ []byte, err error) {
+			if err != nil {
+				t.Errorf("call %d: %v", i, err)
+			}
+			mu.Lock()
+			handed++
+			mu.Unlock()
+		})
+		must(t, err)
+	}
+	eventually.True(t, 10*time.Second, "the function ran after the last answer was handed over", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen == n
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if idles > n {
+		t.Fatalf("the function ran %d times for %d answers", idles, n)
+	}
+}

@@ -44,14 +44,16 @@ type Config struct {
 	// CallTimeout bounds a publish call (default 30 s): its messages are
 	// nacked when it ends.
 	CallTimeout time.Duration
-	// AnswersRead, when set, registers a function for the Network to run
-	// on a reader once it has handed over the answers it read
-	// (GRPCNetwork.OnAnswersRead). The confirms that publish answers make
-	// are then left in their publishers' output (queue.DeferredConfirmer)
-	// and written there, once for all the answers of a read, instead of
-	// waking each publisher's connection writer. Nil: each answer's
-	// confirms go at once.
-	AnswersRead func(fn func())
+}
+
+// answersReader is a Network whose readers run a function once they have
+// handed over the answers they read (transport.GRPCNetwork.OnAnswersRead).
+// On one, the confirms of publish answers are left in their publishers'
+// output (queue.DeferredConfirmer) and written by that function, once for
+// all the answers of a read, instead of waking each publisher's
+// connection writer; on another Network each answer's confirms go at once.
+type answersReader interface {
+	OnAnswersRead(fn func()) (stop func())
 }
 
 // Client makes proxies of queues other nodes hold and sends what they are
@@ -74,7 +76,11 @@ type Client struct {
 	wg     sync.WaitGroup
 	closed bool // under mu
 
-	deferred deferredConfirms // with Config.AnswersRead
+	// deferred holds the confirmers of answers read on a Network that is
+	// an answersReader (deferring set); stopDeferring unregisters its flush.
+	deferring     bool
+	deferred      deferredConfirms
+	stopDeferring func()
 }
 
 // deferredConfirms are the confirmers that confirmed answers' messages
@@ -100,7 +106,7 @@ func (d *deferredConfirms) add(dc queue.DeferredConfirmer) {
 }
 
 // flush writes what the deferred confirmers hold. It runs on the
-// Network's readers (Config.AnswersRead), many at once.
+// Network's readers (answersReader), many at once.
 func (d *deferredConfirms) flush() {
 	if d.n.Load() == 0 {
 		return
@@ -146,8 +152,9 @@ func NewClient(cfg Config) *Client {
 	// Deliveries are handed to the consumer where they are read, in the
 	// order sent: handleDeliver never blocks (a consumer refuses what it
 	// cannot take now).
-	if cfg.AnswersRead != nil {
-		cfg.AnswersRead(cl.deferred.flush)
+	if r, ok := cfg.Network.(answersReader); ok {
+		cl.deferring = true
+		cl.stopDeferring = r.OnAnswersRead(cl.deferred.flush)
 	}
 	cfg.Network.HandleInline(methodDeliver, cl.handleDeliver)
 	cfg.Network.Handle(methodCancelled, cl.handleCancelled)
@@ -176,9 +183,9 @@ func (c *Client) Close() {
 	for _, s := range senders {
 		s.close()
 	}
-	c.wg.Wait()
-	if c.cfg.AnswersRead != nil {
-		c.cfg.AnswersRead(nil)
+	c.wg.Wait() // every answer handed over: nothing is deferred after this
+	if c.stopDeferring != nil {
+		c.stopDeferring()
 	}
 	c.deferred.flush()
 }
@@ -527,11 +534,12 @@ func (s *sender) answered(items []item, size int, req, ans []byte, err error) {
 	if err != nil {
 		s.c.log.Warn("forward: publishing to a queue's node failed; the messages are nacked", "node", s.node, "messages", len(items), "err", err)
 	}
-	// A successful answer is handed over on a Network reader, which
-	// flushes the deferred confirms before it waits for more (one to this
-	// node itself is answered where the handler runs: not deferred).
+	// A successful answer from another node is handed over on a Network
+	// reader, which flushes the deferred confirms before it waits for
+	// more (a call to this node itself is answered elsewhere: its
+	// confirms are not deferred).
 	var later *deferredConfirms
-	if err == nil && s.c.cfg.AnswersRead != nil && s.node != s.c.cfg.Network.Node() {
+	if err == nil && s.c.deferring && s.node != s.c.cfg.Network.Node() {
 		later = &s.c.deferred
 	}
 	confirmAll(items, ans, err == nil, later)

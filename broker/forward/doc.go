@@ -92,13 +92,14 @@
 // them blocks, and the Sends made there and from a queue's loop are
 // transport.Immediate (they never wait for room on the link; the calls
 // in flight are bounded here: maxDeliverCalls a consumer,
-// maxSettleCalls a proxy). With Config.AnswersRead (the GRPCNetwork's
-// OnAnswersRead) a publish answer's confirms are left in the publisher's
-// output (queue.DeferredConfirmer), and the reader writes them once it
-// has handed over every answer it read, before it waits for the peer:
-// the answers of one read make one write to each publisher, and no
-// connection's writer goroutine is woken for them (a forwarded s5 took
-// 8% less of the brokers' CPU a message).
+// maxSettleCalls a proxy). On a Network whose readers say when they have
+// handed over what they read (the GRPCNetwork's OnAnswersRead), a publish
+// answer's confirms are left in the publisher's output
+// (queue.DeferredConfirmer) and the reader writes them once it has handed
+// over every answer it read, before it waits for the peer: the answers
+// of one read usually make one write to a publisher, and no connection's
+// writer goroutine is woken for them (a forwarded s5 took 8% less of the
+// brokers' CPU a message).
 // Lock order: sender.mu before Client.mu (a sender starts its goroutines
 // through the Client), and so are sub.mu (a sub starts its credit call
 // under it) and settler.mu (a settle call is counted under it). A

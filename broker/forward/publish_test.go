@@ -133,8 +133,8 @@ func TestCloseNacksWhatIsUnderWayAndLeavesNoGoroutine(t *testing.T) {
 	})
 }
 
-// deferredConfirms records a publisher's deferred confirms and what
-// what reached its client of the deferred ones: what a Flush wrote.
+// deferringPublisher records a publisher's confirms, deferred or not,
+// and which of the deferred ones reached its client (what a Flush wrote).
 type deferringPublisher struct {
 	mu               sync.Mutex
 	direct, deferred int // confirmed with Confirm, with ConfirmDeferred
@@ -165,9 +165,9 @@ func (c *deferringPublisher) counts() (direct, deferred, written int) {
 	return c.direct, c.deferred, c.written
 }
 
-// With Config.AnswersRead, the confirms of another node's publish answers
-// are left in the publisher's output until the Network's reader runs the
-// function registered (once it has handed over the answers it read); a
+// On a Network whose readers run a function once they have handed over
+// the answers they read, the confirms of another node's publish answers
+// are left in the publisher's output until that function runs; a
 // publish to the node itself, answered where its handler runs, confirms at
 // once. Close flushes what is left and unregisters.
 func TestConfirmsOfAnswersWaitForTheReadersFlush(t *testing.T) {
@@ -176,18 +176,10 @@ func TestConfirmsOfAnswersWaitForTheReadersFlush(t *testing.T) {
 	local := &memLocal{qs: map[string]*memQueue{"//q": owner}}
 	Serve(hub.Network("b"), local, nil, nil)
 	Serve(hub.Network("a"), local, nil, nil)
-	var mu sync.Mutex
-	var flush func()
-	c := NewClient(Config{Network: hub.Network("a"), CallTimeout: 5 * time.Second, AnswersRead: func(fn func()) {
-		mu.Lock()
-		flush = fn
-		mu.Unlock()
-	}})
+	nw := &answersReadingNetwork{Network: hub.Network("a")}
+	c := NewClient(Config{Network: nw, CallTimeout: 5 * time.Second})
 	readerIdle := func() {
-		mu.Lock()
-		fn := flush
-		mu.Unlock()
-		if fn != nil {
+		if fn := nw.registered(); fn != nil {
 			fn()
 		}
 	}
@@ -223,9 +215,32 @@ func TestConfirmsOfAnswersWaitForTheReadersFlush(t *testing.T) {
 	if _, _, written := remote.counts(); written != n+1 {
 		t.Fatalf("after Close %d confirms written, want %d", written, n+1)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if flush != nil {
+	if nw.registered() != nil {
 		t.Fatal("Close left its function registered")
 	}
+}
+
+// answersReadingNetwork is a Network whose readers would run the function
+// registered with OnAnswersRead (the test runs it as a reader would).
+type answersReadingNetwork struct {
+	transport.Network
+	mu sync.Mutex
+	fn func()
+}
+
+func (n *answersReadingNetwork) OnAnswersRead(fn func()) (stop func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.fn = fn
+	return func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.fn = nil
+	}
+}
+
+func (n *answersReadingNetwork) registered() func() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.fn
 }

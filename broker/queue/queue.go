@@ -43,9 +43,10 @@ type Confirmer interface {
 // DeferredConfirmer is a Confirmer whose confirms can wait to be written:
 // a goroutine that confirms several batches in a row (a cluster link's
 // reader handing over the answers of forwarded publishes) calls
-// ConfirmDeferred for each and Flush once, before it waits for more, so
-// the client gets them in one write. Until Flush they may sit unsent.
-// Both must not block.
+// ConfirmDeferred for each, and Flush is called once after them, before
+// that goroutine waits for more, so the client gets them together. Until
+// a Flush they may sit unsent. Flush may run on any goroutine,
+// concurrently with ConfirmDeferred; neither blocks.
 type DeferredConfirmer interface {
 	Confirmer
 	ConfirmDeferred(tags []uint64, ok bool)

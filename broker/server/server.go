@@ -127,7 +127,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Broker, err
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, log: log, meta: m, cluster: cn, lock: lock, vhosts: map[string]*vhost.Vhost{}, listeners: map[string]net.Listener{}, clusterID: id}
-	b.forward = forward.NewClient(forward.Config{Network: cn.net, Errors: vhost.FromStatus, Log: log, AnswersRead: cn.net.OnAnswersRead})
+	b.forward = forward.NewClient(forward.Config{Network: cn.net, Errors: vhost.FromStatus, Log: log})
 	forward.Serve(cn.net, forwardLocal{b}, vhost.ToStatus, log)
 	b.auth = auth.NewChecker(m, cfg.Auth.LoopbackUsers)
 	b.startedAt = time.Now()

@@ -208,13 +208,12 @@ func (n *GRPCNetwork) HandleOrdered(method string, s Starter) {
 // once more when the link ends: work that those callbacks leave to be
 // done together (the confirms of several publish answers, written to
 // their client once) is done there. fn runs on many readers at once and
-// must not block. A nil fn removes it.
-func (n *GRPCNetwork) OnAnswersRead(fn func()) {
-	if fn == nil {
-		n.answersRead.Store(nil)
-		return
-	}
-	n.answersRead.Store(&fn)
+// must not block. It replaces an earlier fn; stop removes fn (and only
+// fn: not one that replaced it).
+func (n *GRPCNetwork) OnAnswersRead(fn func()) (stop func()) {
+	p := &fn
+	n.answersRead.Store(p)
+	return func() { n.answersRead.CompareAndSwap(p, nil) }
 }
 
 // answersHandled runs OnAnswersRead's fn, if any.

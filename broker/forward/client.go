@@ -149,13 +149,13 @@ func NewClient(cfg Config) *Client {
 	}
 	cl := &Client{cfg: cfg, log: cfg.Log.With("subsystem", "forward"), nodes: map[string]*sender{}, subs: map[uint64]*sub{}, byConsumer: map[queue.Consumer]*sub{}}
 	cl.ctx, cl.cancel = context.WithCancel(context.Background())
-	// Deliveries are handed to the consumer where they are read, in the
-	// order sent: handleDeliver never blocks (a consumer refuses what it
-	// cannot take now).
 	if r, ok := cfg.Network.(answersReader); ok {
 		cl.deferring = true
 		cl.stopDeferring = r.OnAnswersRead(cl.deferred.flush)
 	}
+	// Deliveries are handed to the consumer where they are read, in the
+	// order sent: handleDeliver never blocks (a consumer refuses what it
+	// cannot take now).
 	cfg.Network.HandleInline(methodDeliver, cl.handleDeliver)
 	cfg.Network.Handle(methodCancelled, cl.handleCancelled)
 	cl.unwatch = cfg.Network.Watch(cl.peerChanged)
@@ -581,7 +581,9 @@ func (s *sender) close() {
 
 // confirmAll tells each item's confirmer its verdict (ans[i] == verdictOK,
 // or every one nacked when !ok), a run of items with one confirmer and
-// verdict in one call.
+// verdict in one call. With later, a confirmer that can wait
+// (queue.DeferredConfirmer) confirms without writing and joins later,
+// whose flush writes it.
 func confirmAll(items []item, ans []byte, ok bool, later *deferredConfirms) {
 	var tags []uint64
 	var cur queue.Confirmer

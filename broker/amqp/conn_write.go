@@ -70,9 +70,9 @@ func (c *conn) send(fn func(b []byte) []byte) {
 }
 
 // sendQuiet appends frames like send without waking the writer: the
-// reader's flush (before it blocks on anything) writes them. The reader's
-// own frames, and deferred confirms (queue.DeferredConfirmer: their
-// Flush comes).
+// reader's flush (before it blocks on anything) writes them. For the
+// reader's own frames, and for deferred confirms
+// (queue.DeferredConfirmer), whose Flush writes them.
 func (c *conn) sendQuiet(fn func(b []byte) []byte) {
 	c.outMu.Lock()
 	c.out = fn(c.out)

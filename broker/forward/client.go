@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,23 +87,19 @@ type Client struct {
 // deferredConfirms are the confirmers that confirmed answers' messages
 // without writing them yet; the Network's readers flush them.
 type deferredConfirms struct {
-	n     atomic.Int32 // len(list), read without mu
-	mu    sync.Mutex   // a leaf
-	list  []queue.DeferredConfirmer
-	spare []queue.DeferredConfirmer
+	n    atomic.Int32 // len(list), read without mu
+	mu   sync.Mutex   // a leaf
+	list []queue.DeferredConfirmer
 }
 
 // add has dc flushed by the next flush.
 func (d *deferredConfirms) add(dc queue.DeferredConfirmer) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, have := range d.list {
-		if have == dc {
-			return
-		}
+	if !slices.Contains(d.list, dc) {
+		d.list = append(d.list, dc)
+		d.n.Store(int32(len(d.list)))
 	}
-	d.list = append(d.list, dc)
-	d.n.Store(int32(len(d.list)))
 }
 
 // flush writes what the deferred confirmers hold. It runs on the
@@ -113,18 +110,12 @@ func (d *deferredConfirms) flush() {
 	}
 	d.mu.Lock()
 	list := d.list
-	d.list, d.spare = d.spare[:0], nil
+	d.list = nil
 	d.n.Store(0)
 	d.mu.Unlock()
 	for _, dc := range list {
 		dc.Flush()
 	}
-	clear(list)
-	d.mu.Lock()
-	if d.spare == nil {
-		d.spare = list[:0]
-	}
-	d.mu.Unlock()
 }
 
 // NewClient returns a Client on cfg.Network.
@@ -538,8 +529,9 @@ func (s *sender) answered(items []item, size int, req, ans []byte, err error) {
 	// reader, which flushes the deferred confirms before it waits for
 	// more (a call to this node itself is answered elsewhere: its
 	// confirms are not deferred).
+	remote := s.node != s.c.cfg.Network.Node()
 	var later *deferredConfirms
-	if err == nil && s.c.deferring && s.node != s.c.cfg.Network.Node() {
+	if err == nil && s.c.deferring && remote {
 		later = &s.c.deferred
 	}
 	confirmAll(items, ans, err == nil, later)
@@ -548,7 +540,7 @@ func (s *sender) answered(items []item, size int, req, ans []byte, err error) {
 	if len(s.spareItems) < s.c.cfg.MaxInFlight {
 		s.spareItems = append(s.spareItems, items[:0])
 	}
-	if err == nil && req != nil && len(s.spare) < s.c.cfg.MaxInFlight && cap(req) <= 2*s.c.cfg.MaxBatchBytes && s.node != s.c.cfg.Network.Node() {
+	if err == nil && req != nil && len(s.spare) < s.c.cfg.MaxInFlight && cap(req) <= 2*s.c.cfg.MaxBatchBytes && remote {
 		s.spare = append(s.spare, req)
 	}
 	s.inflight--

@@ -496,16 +496,13 @@ func (s *sender) pump() {
 			s.answered(items, size, nil, nil, errClosed)
 			continue
 		}
-		ctx, cancel := context.WithTimeout(s.c.ctx, s.c.cfg.CallTimeout)
 		// The answer comes on the transport's reader: confirmers do not
 		// block (a queue's own loop calls them too).
-		err := s.c.cfg.Network.Send(ctx, s.node, methodPublish, req, func(ans []byte, err error) {
-			cancel()
+		err := s.c.cfg.Network.Send(transport.Within(s.c.ctx, s.c.cfg.CallTimeout), s.node, methodPublish, req, func(ans []byte, err error) {
 			s.answered(items, size, req, ans, err)
 			s.c.wg.Done()
 		})
 		if err != nil {
-			cancel()
 			s.answered(items, size, nil, nil, err)
 			s.c.wg.Done()
 		}

@@ -179,13 +179,11 @@ func (rc *remoteConsumer) sendLocked() {
 			req, rc.spareReqs = rc.spareReqs[k-1][:0], rc.spareReqs[:k-1]
 		}
 		req = appendDeliveries(slices.Grow(req, deliveriesSize(batch)), rc.key.id, n, batch)
-		ctx, cancel := context.WithTimeout(context.Background(), rc.h.callTimeout)
-		err := rc.h.nw.Send(transport.Immediate(ctx), rc.key.from, methodDeliver, req, func(ans []byte, err error) {
-			cancel()
+		ctx := transport.Immediate(transport.Within(context.Background(), rc.h.callTimeout))
+		err := rc.h.nw.Send(ctx, rc.key.from, methodDeliver, req, func(ans []byte, err error) {
 			rc.answered(batch, req, ans, err)
 		})
 		if err != nil {
-			cancel()
 			go rc.answered(batch, nil, nil, err) // it takes rc.mu
 		}
 	}

@@ -83,6 +83,14 @@
 // under way: what the owner has not confirmed is nacked, so is what is
 // published after, and Close returns once their goroutines have ended.
 //
+// Deadlines: publish, settle and deliver calls are Sent Within the call
+// timeout (transport.Within: the link's one timer fails them, none of
+// their own), and the owner watches a publish call's context only where
+// a goroutine waits for it (a queue overloaded or not found yet): where
+// none does, the last confirm answers, also after the call ended (its
+// caller failed it then). A timer a call took 6% of the brokers' CPU of
+// a message forwarded.
+//
 // Concurrency: every exported method is safe for concurrent use. A
 // proxy's Publish never blocks (it appends to its sender's queue under a
 // mutex taken briefly); a publish call's confirms, a deliver call's and a

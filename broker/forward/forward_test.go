@@ -316,9 +316,11 @@ func TestPublishAnswerWaitsForConfirmsAndFlowControl(t *testing.T) {
 	}
 }
 
-// A publish call is answered once: with its context's end when that comes
-// before its messages' confirms (which then change nothing), else with
-// the verdicts, by whichever goroutine confirms the last message.
+// A publish call is answered once, with the verdicts, by whichever
+// goroutine confirms the last message, also when its context ended first:
+// nothing watches the context of a call no goroutine waits for (its
+// caller fails it at its own end; a timer a call to answer early cost the
+// forwarded path 6% of its CPU).
 func TestPublishCallAnsweredOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -326,7 +328,7 @@ func TestPublishCallAnsweredOnce(t *testing.T) {
 		wantAnswer string
 	}{
 		{"confirms first", false, "verdicts"},
-		{"context ends first", true, "canceled"},
+		{"context ends first", true, "verdicts"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hub, c, _, owner := setup(t)
@@ -353,10 +355,15 @@ func TestPublishCallAnsweredOnce(t *testing.T) {
 			}
 			if tc.endFirst {
 				cancel()
+				select {
+				case a := <-got:
+					t.Fatalf("answered %s before the confirms", a)
+				case <-time.After(50 * time.Millisecond):
+				}
+				close(owner.hold)
 				if a := <-got; a != tc.wantAnswer {
 					t.Fatalf("answered %s, want %s", a, tc.wantAnswer)
 				}
-				close(owner.hold)
 			} else {
 				close(owner.hold)
 				if a := <-got; a != tc.wantAnswer {

@@ -92,7 +92,10 @@ func badRequest(err error) error { return status.Error(codes.InvalidArgument, er
 // its fsync), with no goroutine waiting for it, unless a queue is
 // overloaded then or a group waits for its queue: a goroutine waits for
 // those (the queues' flow control holds the answer, and so the sender's
-// next calls). The call's end answers at once.
+// next calls). The call's end (its caller's cancel, its deadline, the
+// link lost) answers at once where a goroutine waits; where none does,
+// nothing watches it (that would cost a timer a call): the last confirm
+// answers, to a caller that has failed the call already.
 func (h *handlers) publish(ctx context.Context, from string, req []byte, answer func([]byte, error)) error {
 	pr, err := decodePublishes(req)
 	if err != nil {
@@ -161,15 +164,10 @@ func (h *handlers) publish(ctx context.Context, from string, req []byte, answer 
 	}
 
 	var answered atomic.Bool
-	once := func(resp []byte, err error) {
+	reply := func(resp []byte, err error) {
 		if answered.CompareAndSwap(false, true) {
 			answer(resp, err)
 		}
-	}
-	stop := context.AfterFunc(ctx, func() { once(nil, status.FromContextError(ctx.Err()).Err()) })
-	reply := func(resp []byte, err error) {
-		stop()
-		once(resp, err)
 	}
 	if held {
 		go func() { reply(wait()) }()

@@ -89,13 +89,11 @@ func (q *Queue) sendSettlementsLocked() {
 			break
 		}
 		st.calls++
-		ctx, cancel := context.WithTimeout(q.c.ctx, q.c.cfg.CallTimeout)
-		err := q.c.cfg.Network.Send(transport.Immediate(ctx), q.node, methodSettle, req, func(_ []byte, err error) {
-			cancel()
+		ctx := transport.Immediate(transport.Within(q.c.ctx, q.c.cfg.CallTimeout))
+		err := q.c.cfg.Network.Send(ctx, q.node, methodSettle, req, func(_ []byte, err error) {
 			q.settled(n, err)
 		})
 		if err != nil {
-			cancel()
 			st.calls--
 			q.c.wg.Done()
 			q.warnSettle(n, err)

@@ -29,6 +29,8 @@ type clientLink struct {
 	pending map[uint64]chan *pb.Message
 	calls   map[uint64]*asyncCall // Sends waiting for their answer (client_async.go)
 	ended   bool                  // the stream ended: calls are failed, no more taken
+	sweep   *time.Timer           // fails calls past Within's deadline (deadline.go)
+	sweepAt time.Time             // when sweep fires; zero: not set
 }
 
 func newClientLink(ctx context.Context, peer string, s frameStream, stats *counters, limit int, h *heard, from *lastHeard, idle func()) *clientLink {

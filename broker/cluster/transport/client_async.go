@@ -13,8 +13,9 @@ import (
 // its answer on the stream's reader, or its failure when its context or the
 // stream ends, once.
 type asyncCall struct {
-	fn   func(*pb.Message, error)
-	stop func() bool // stops the watch of the request's context
+	fn       func(*pb.Message, error)
+	stop     func() bool // stops the watch of the request's context
+	deadline time.Time   // Within's, watched by the link's timer (deadline.go); zero: none
 }
 
 func (a *asyncCall) answer(m *pb.Message) {
@@ -56,9 +57,10 @@ func (c *clientLink) sendAsync(ctx context.Context, m *pb.Message, fn func(*pb.M
 	id := c.next
 	c.mu.Unlock()
 	m.Id = id
-	if dl, ok := ctx.Deadline(); ok {
+	if dl, ok := sendDeadline(ctx); ok {
 		m.TimeoutUs = max(time.Until(dl).Microseconds(), 1)
 	}
+	a.deadline, _ = within(ctx)
 	a.stop = context.AfterFunc(ctx, func() {
 		if c.takeCall(id) != nil {
 			_ = c.put(context.Background(), &pb.Message{Id: id, Body: &pb.Message_Cancel{Cancel: &pb.Cancel{}}})
@@ -72,6 +74,9 @@ func (c *clientLink) sendAsync(ctx context.Context, m *pb.Message, fn func(*pb.M
 		return c.failure(ctx, errLinkClosed)
 	}
 	c.calls[id] = a // a.stop is set: whoever takes a may stop the watch
+	if !a.deadline.IsZero() {
+		c.armLocked(a.deadline)
+	}
 	c.mu.Unlock()
 	if ctx.Err() != nil && c.takeCall(id) != nil {
 		// The context ended before the call was registered: its watch
@@ -94,6 +99,9 @@ func (c *clientLink) sendAsync(ctx context.Context, m *pb.Message, fn func(*pb.M
 func (c *clientLink) failCalls() {
 	c.mu.Lock()
 	c.ended = true
+	if c.sweep != nil {
+		c.sweep.Stop()
+	}
 	calls := c.calls
 	c.calls = map[uint64]*asyncCall{}
 	c.mu.Unlock()

@@ -48,7 +48,12 @@
 // 256 KiB chunks that the receiving Raft reads through a pipe; one slow
 // snapshot holds up the others on that stream, never votes or appends).
 // Every message carries its group id and a request id (its answer, chunks
-// and cancel carry the same id) and the caller's remaining timeout. The
+// and cancel carry the same id) and the caller's remaining timeout. A
+// Send marked Within carries a deadline without a timer of its own: one
+// timer per link fails the calls past theirs (and tells the peer to drop
+// them); a request's context on the serving node starts its timer only
+// once someone waits on it (deadline.go). The forwarded calls, tens of
+// thousands a second, so cost no timer each. The
 // receiver hands a group's appends on the data stream to Raft in the order
 // they came, and runs everything else concurrently, except the calls of a
 // method registered with HandleOrdered: their starts run on the stream's

@@ -373,9 +373,14 @@ func (n *GRPCNetwork) Send(ctx context.Context, node, method string, req []byte,
 // of the caller's Sends), a plain handler and done on a goroutine (never
 // the caller's, which may hold what done takes).
 func sendSelf(ctx context.Context, c *core, method string, req []byte, done func([]byte, error)) {
-	run, err := c.startCall(ctx, c.node, method, req, func(resp []byte, err error) { go done(resp, err) })
+	ctx, cancel := withDeadline(ctx) // Within's deadline ends the handler's context
+	run, err := c.startCall(ctx, c.node, method, req, func(resp []byte, err error) {
+		cancel()
+		go done(resp, err)
+	})
 	switch {
 	case err != nil:
+		cancel()
 		go done(nil, err)
 	case run != nil:
 		go run()

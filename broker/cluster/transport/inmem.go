@@ -268,8 +268,10 @@ func (n *inmemNetwork) Send(ctx context.Context, node, method string, req []byte
 		sendSelf(ctx, n.core, method, req, done)
 		return nil
 	}
+	ctx, cancel := withDeadline(ctx) // Within's deadline, watched with the rest
 	peer, fctx, endFlight, err := n.hub.link(ctx, n.core.node, node)
 	if err != nil {
+		cancel()
 		return err
 	}
 	req = slices.Clone(req)
@@ -277,6 +279,7 @@ func (n *inmemNetwork) Send(ctx context.Context, node, method string, req []byte
 	finish := func(resp []byte, err error) {
 		once.Do(func() {
 			endFlight()
+			cancel()
 			done(resp, err)
 		})
 	}

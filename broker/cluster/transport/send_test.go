@@ -133,6 +133,48 @@ func TestSendErrors(t *testing.T) {
 			if len(ch) != 0 {
 				t.Errorf("done called twice")
 			}
+			// Within's deadline, watched by the link rather than by a
+			// timer of the call's, ends it the same way, queued for the
+			// stream or Immediate, even when the peer never answers, and
+			// the start's context ends too.
+			ended := make(chan error, 2)
+			b.HandleOrdered("hold", func(ctx context.Context, _ string, _ []byte, _ func([]byte, error)) error {
+				go func() {
+					<-ctx.Done()
+					ended <- ctx.Err()
+				}()
+				return nil // and never answers
+			})
+			for _, mark := range []func(context.Context) context.Context{func(c context.Context) context.Context { return c }, Immediate} {
+				ch := make(answerCh, 2)
+				sent := time.Now()
+				if err := a.Send(mark(Within(ctx, 50*time.Millisecond)), b.Node(), "hold", nil, ch.put); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case r := <-ch:
+					if status.Code(r.err) != codes.DeadlineExceeded {
+						t.Errorf("a call past Within's deadline: %v, want DeadlineExceeded", r.err)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("a call Within 50ms not ended after 5s")
+				}
+				if d := time.Since(sent); d < 50*time.Millisecond {
+					t.Errorf("a call Within 50ms failed after %v", d)
+				}
+				select {
+				case err := <-ended:
+					if err == nil {
+						t.Errorf("the handler's context ended without an error")
+					}
+				case <-time.After(5 * time.Second):
+					t.Errorf("the handler's context did not end with the call")
+				}
+				time.Sleep(100 * time.Millisecond)
+				if len(ch) != 0 {
+					t.Errorf("done called twice")
+				}
+			}
 			// The peer gone: the calls under way fail with Unavailable.
 			ch = make(answerCh, 1)
 			if err := a.Send(ctx, b.Node(), "block", nil, ch.put); err != nil {

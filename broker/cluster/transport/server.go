@@ -322,7 +322,8 @@ const maxRequestTime = time.Hour
 // requestContext ends with the stream, the caller's cancel or its timeout
 // (at most maxRequestTime). An InstallSnapshot without a timeout gets the
 // one its sender would have had, so a snapshot nobody reads never holds its
-// stream for long.
+// stream for long. It starts no timer until someone waits on it
+// (requestCtx).
 func (s *serverLink) requestContext(m *pb.Message) (context.Context, context.CancelFunc) {
 	d := time.Duration(min(max(m.GetTimeoutUs(), 0), int64(maxRequestTime/time.Microsecond))) * time.Microsecond
 	if d == 0 {
@@ -330,10 +331,11 @@ func (s *serverLink) requestContext(m *pb.Message) (context.Context, context.Can
 			d = s.n.core.rpcTimeout + time.Duration(max(in.InstallSnapshot.GetSize(), 0)/snapshotRate)*time.Second
 		}
 	}
+	var dl time.Time
 	if d > 0 {
-		return context.WithTimeout(s.ctx, d)
+		dl = time.Now().Add(d)
 	}
-	return context.WithCancel(s.ctx)
+	return newRequestCtx(s.ctx, dl)
 }
 
 // answer sends the answer (or error status) of request id.

@@ -37,7 +37,11 @@ type Config struct {
 	// MaxBatchBytes bounds one publish call (default 1 MiB; a single
 	// larger message goes alone).
 	MaxBatchBytes int
-	// MaxInFlight is the publish calls in flight per node (default 8).
+	// MaxInFlight is the publish calls in flight per node (default 3:
+	// the messages queued while they are under way make the next call
+	// bigger; with 8, a forwarded s5, 100 unconfirmed messages, made calls
+	// of about 24 messages, with 3 about 35, each a frame both ways, and
+	// their round trip fell from 333 to 267 µs).
 	MaxInFlight int
 	// HighWater is the bytes outstanding to a node above which Throttle
 	// blocks (default 16 MiB).
@@ -130,7 +134,7 @@ func NewClient(cfg Config) *Client {
 		cfg.MaxBatchBytes = 1 << 20
 	}
 	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = 8
+		cfg.MaxInFlight = 3
 	}
 	if cfg.HighWater <= 0 {
 		cfg.HighWater = 16 << 20

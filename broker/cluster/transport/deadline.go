@@ -23,10 +23,13 @@ import (
 
 // Within marks ctx for a Send that fails with DeadlineExceeded once d has
 // passed without its answer, as under context.WithTimeout(ctx, d), but
-// without a timer of its own: the Network watches the deadlines of all
-// the calls on a connection with one. ctx still ends the call early
-// (cancelled, or its own deadline). The peer gets the deadline with the
-// request, as with a context's. For Call, use a context's deadline.
+// without a timer of its own once it is on its way: the Network watches
+// the deadlines of all the calls on a connection with one. A Send that
+// waits first (for its connection to open, for room on it) waits no
+// longer than the deadline, with a timer for that wait only. ctx still
+// ends the call early (cancelled, or its own deadline). The peer gets the
+// deadline with the request, as with a context's. For Call, use a
+// context's deadline.
 func Within(ctx context.Context, d time.Duration) context.Context {
 	return context.WithValue(ctx, withinKey{}, time.Now().Add(d))
 }
@@ -135,7 +138,7 @@ func (r *requestCtx) real() context.Context {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ctx == nil {
-		if r.deadline.IsZero() {
+		if r.deadline.IsZero() || r.cancelled {
 			r.ctx, r.cancelCtx = context.WithCancel(r.parent)
 		} else {
 			r.ctx, r.cancelCtx = context.WithDeadline(r.parent, r.deadline)
@@ -171,17 +174,18 @@ func (r *requestCtx) Err() error {
 	return r.real().Err()
 }
 
-// Value is the parent's until the real context is made, then the real
-// one's (so a context derived from r after a Done registers with the real
-// one, as with any cancelable context, and starts no goroutine).
+// Value is the parent's while the real context is not made and r has not
+// ended, then the real one's (so a context derived from r after a Done
+// registers with the real one, as with any cancelable context, and starts
+// no goroutine; context.Cause of an ended r is its own).
 func (r *requestCtx) Value(key any) any {
 	r.mu.Lock()
 	ctx := r.ctx
 	r.mu.Unlock()
-	if ctx != nil {
-		return ctx.Value(key)
+	if ctx == nil && r.Err() == nil {
+		return r.parent.Value(key)
 	}
-	return r.parent.Value(key)
+	return r.real().Value(key)
 }
 
 func (r *requestCtx) String() string { return "transport.requestCtx" }

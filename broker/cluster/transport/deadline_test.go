@@ -70,6 +70,25 @@ func TestRequestContextWaitsForAWatcher(t *testing.T) {
 				t.Errorf("Done() open after cancel")
 			}
 		}},
+		{"cancelled, then past its deadline before anyone watched", func(t *testing.T, parent context.Context, _ context.CancelFunc) {
+			r, cancel := newRequestCtx(parent, time.Now().Add(10*time.Millisecond))
+			cancel()
+			time.Sleep(20 * time.Millisecond)
+			if err := r.Err(); !errors.Is(err, context.Canceled) {
+				t.Errorf("Err() = %v, want Canceled (it came first)", err)
+			}
+			if err := context.Cause(r); !errors.Is(err, context.Canceled) {
+				t.Errorf("Cause() = %v, want Canceled", err)
+			}
+		}},
+		{"past its deadline, its cause asked first", func(t *testing.T, parent context.Context, _ context.CancelFunc) {
+			r, cancel := newRequestCtx(parent, time.Now().Add(10*time.Millisecond))
+			defer cancel()
+			time.Sleep(20 * time.Millisecond)
+			if err := context.Cause(r); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Cause() = %v, want DeadlineExceeded", err)
+			}
+		}},
 		{"cancelled while watched, through a derived context", func(t *testing.T, parent context.Context, _ context.CancelFunc) {
 			r, cancel := newRequestCtx(parent, time.Now().Add(time.Hour))
 			child, stop := context.WithCancel(r)

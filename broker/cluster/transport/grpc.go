@@ -372,16 +372,26 @@ func (n *GRPCNetwork) Send(ctx context.Context, node, method string, req []byte,
 // sendSelf is a Send to this node: the start runs in place (in the order
 // of the caller's Sends), a plain handler and done on a goroutine (never
 // the caller's, which may hold what done takes).
+// Its context's end (or Within's deadline) fails it at once, as over a
+// link.
 func sendSelf(ctx context.Context, c *core, method string, req []byte, done func([]byte, error)) {
-	ctx, cancel := withDeadline(ctx) // Within's deadline ends the handler's context
+	ctx, cancel := withDeadline(ctx)
+	var ended atomic.Bool
+	finish := func(resp []byte, err error) {
+		if ended.CompareAndSwap(false, true) {
+			cancel()
+			go done(resp, err)
+		}
+	}
+	stop := context.AfterFunc(ctx, func() { finish(nil, ctxStatus(ctx, c.node)) })
 	run, err := c.startCall(ctx, c.node, method, req, func(resp []byte, err error) {
-		cancel()
-		go done(resp, err)
+		stop()
+		finish(resp, err)
 	})
 	switch {
 	case err != nil:
-		cancel()
-		go done(nil, err)
+		stop()
+		finish(nil, err)
 	case run != nil:
 		go run()
 	}

@@ -117,13 +117,24 @@ func (l *link) put(ctx context.Context, m *pb.Message) error {
 		}
 		drained := l.drained
 		l.mu.Unlock()
-		select {
-		case <-drained:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-l.ctx.Done():
-			return errLinkClosed
+		if err := l.waitRoom(ctx, drained); err != nil {
+			return err
 		}
+	}
+}
+
+// waitRoom waits until drained is closed, ctx (or Within's deadline:
+// a timer only for a put that waits) or the link ends.
+func (l *link) waitRoom(ctx context.Context, drained <-chan struct{}) error {
+	wctx, cancel := withDeadline(ctx)
+	defer cancel()
+	select {
+	case <-drained:
+		return nil
+	case <-wctx.Done():
+		return wctx.Err()
+	case <-l.ctx.Done():
+		return errLinkClosed
 	}
 }
 

@@ -207,10 +207,12 @@ func (p *peerConn) callLink(ctx context.Context) (*clientLink, error) {
 		go p.dialLane(d, p.gen)
 	}
 	p.lmu.Unlock()
+	wctx, cancel := withDeadline(ctx) // a Send Within waits no longer either
+	defer cancel()
 	select {
 	case <-d.done:
-	case <-ctx.Done():
-		return nil, ctxStatus(ctx, p.node)
+	case <-wctx.Done():
+		return nil, ctxStatus(wctx, p.node)
 	}
 	return d.l, d.err
 }
@@ -316,9 +318,11 @@ func (p *peerConn) sendImmediate(ctx context.Context, m *pb.Message, done func(*
 		go p.openAndSend()
 	}
 	ps := &pendingSend{ctx: ctx, m: m, done: done}
-	// A Send waits for the lane no longer than its context: the opening
-	// may take up to laneHandshakeTime.
-	ps.stop = context.AfterFunc(ctx, func() {
+	// A Send waits for the lane no longer than its context or Within's
+	// deadline (a timer only for a Send that waits): the opening may take
+	// up to laneHandshakeTime.
+	wctx, cancel := withDeadline(ctx)
+	stop := context.AfterFunc(wctx, func() {
 		p.smu.Lock()
 		i := slices.Index(p.waiting, ps)
 		if i >= 0 {
@@ -326,9 +330,14 @@ func (p *peerConn) sendImmediate(ctx context.Context, m *pb.Message, done func(*
 		}
 		p.smu.Unlock()
 		if i >= 0 {
-			done(nil, ctxStatus(ctx, p.node))
+			done(nil, ctxStatus(wctx, p.node))
 		}
 	})
+	ps.stop = func() bool {
+		stopped := stop()
+		cancel()
+		return stopped
+	}
 	p.waiting = append(p.waiting, ps)
 	p.smu.Unlock()
 	return nil

@@ -146,6 +146,15 @@ func TestSendErrors(t *testing.T) {
 				return nil // and never answers
 			})
 			for _, mark := range []func(context.Context) context.Context{func(c context.Context) context.Context { return c }, Immediate} {
+				// A call answered before its deadline leaves the link's
+				// timer set for it: the timer then finds the next.
+				ok := make(answerCh, 1)
+				if err := a.Send(mark(Within(ctx, 20*time.Millisecond)), b.Node(), "plain", []byte("hi"), ok.put); err != nil {
+					t.Fatal(err)
+				}
+				if r := <-ok; r.err != nil {
+					t.Fatalf("a call Within 20ms: %v", r.err)
+				}
 				ch := make(answerCh, 2)
 				sent := time.Now()
 				if err := a.Send(mark(Within(ctx, 50*time.Millisecond)), b.Node(), "hold", nil, ch.put); err != nil {

@@ -15,7 +15,7 @@ import (
 type asyncCall struct {
 	fn       func(*pb.Message, error)
 	stop     func() bool // stops the watch of the request's context
-	deadline time.Time   // Within's, watched by the link's timer (deadline.go); zero: none
+	deadline time.Time   // Within's, watched by the link's timer once queued (deadline.go); zero: not (yet)
 }
 
 func (a *asyncCall) answer(m *pb.Message) {
@@ -57,10 +57,10 @@ func (c *clientLink) sendAsync(ctx context.Context, m *pb.Message, fn func(*pb.M
 	id := c.next
 	c.mu.Unlock()
 	m.Id = id
-	if dl, ok := sendDeadline(ctx); ok {
+	wdl, watched := within(ctx)
+	if dl, ok := sendDeadline(ctx, wdl, watched); ok {
 		m.TimeoutUs = max(time.Until(dl).Microseconds(), 1)
 	}
-	a.deadline, _ = within(ctx)
 	a.stop = context.AfterFunc(ctx, func() {
 		if c.takeCall(id) != nil {
 			_ = c.put(context.Background(), &pb.Message{Id: id, Body: &pb.Message_Cancel{Cancel: &pb.Cancel{}}})
@@ -74,9 +74,6 @@ func (c *clientLink) sendAsync(ctx context.Context, m *pb.Message, fn func(*pb.M
 		return c.failure(ctx, errLinkClosed)
 	}
 	c.calls[id] = a // a.stop is set: whoever takes a may stop the watch
-	if !a.deadline.IsZero() {
-		c.armLocked(a.deadline)
-	}
 	c.mu.Unlock()
 	if ctx.Err() != nil && c.takeCall(id) != nil {
 		// The context ended before the call was registered: its watch
@@ -91,6 +88,18 @@ func (c *clientLink) sendAsync(ctx context.Context, m *pb.Message, fn func(*pb.M
 		}
 		a.stop()
 		return c.failure(ctx, err)
+	}
+	if watched {
+		// Watched once queued (a put that waited for room waited no
+		// longer than wdl): the Cancel the link's timer sends then
+		// follows the request, so the peer never starts a call its
+		// caller has failed already.
+		c.mu.Lock()
+		if c.calls[id] == a {
+			a.deadline = wdl
+			c.armLocked(wdl)
+		}
+		c.mu.Unlock()
 	}
 	return nil
 }

@@ -43,9 +43,8 @@ func within(ctx context.Context) (time.Time, bool) {
 }
 
 // sendDeadline is when a Send with ctx must end: the earlier of Within's
-// deadline and ctx's own.
-func sendDeadline(ctx context.Context) (time.Time, bool) {
-	dl, ok := within(ctx)
+// deadline (dl, if ok) and ctx's own.
+func sendDeadline(ctx context.Context, dl time.Time, ok bool) (time.Time, bool) {
 	if cdl, cok := ctx.Deadline(); cok && (!ok || cdl.Before(dl)) {
 		return cdl, true
 	}

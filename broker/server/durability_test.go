@@ -12,6 +12,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/broker/brokertest"
+	"github.com/warrenmq/warren/broker/brokertest/eventually"
 )
 
 func TestDurableDefinitionsAndMessagesSurviveRestart(t *testing.T) {
@@ -277,6 +278,20 @@ func TestKill9RedeliveredOnlyWhatWasDelivered(t *testing.T) {
 			d := <-ds
 			delivered[q+"/"+string(d.Body[:strings.IndexByte(string(d.Body), '|')])] = true
 		}
+		// A queue records a turn's deliveries in its index before it
+		// publishes the turn's counts, but the connection's writer may
+		// send them sooner (the mark is a hint: see broker/queue's doc).
+		// Wait for the counts, so the kill comes after the marks.
+		eventually.Succeeds(t, 10*time.Second, q+": 15 messages ready", func() error {
+			st, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+			if err != nil {
+				return err
+			}
+			if st.Messages != 15 {
+				return fmt.Errorf("%d ready", st.Messages)
+			}
+			return nil
+		})
 	}
 	p.Kill()
 

@@ -481,11 +481,11 @@ func (s *sender) pump() {
 			size += s.pending[n].p.Msg.EncodedSize() + 4
 			n++
 		}
-		items := s.pending[:n:n]
+		var items []item
 		if n == len(s.pending) {
-			s.pending = nil
+			items, s.pending = s.pending, nil // its capacity serves again (spareItems)
 		} else {
-			s.pending = s.pending[n:]
+			items, s.pending = s.pending[:n:n], s.pending[n:]
 		}
 		s.pendingSize -= size
 		s.inflight++
@@ -538,7 +538,7 @@ func (s *sender) answered(items []item, size int, req, ans []byte, err error) {
 	confirmAll(items, ans, err == nil, later)
 	clear(items) // the messages and confirmers are the publishers' now
 	s.mu.Lock()
-	if len(s.spareItems) < s.c.cfg.MaxInFlight {
+	if len(s.spareItems) <= s.c.cfg.MaxInFlight { // one a call, and pending's
 		s.spareItems = append(s.spareItems, items[:0])
 	}
 	if err == nil && req != nil && len(s.spare) < s.c.cfg.MaxInFlight && cap(req) <= 2*s.c.cfg.MaxBatchBytes && remote {
@@ -578,7 +578,9 @@ func (s *sender) close() {
 // (queue.DeferredConfirmer) confirms without writing and joins later,
 // whose flush writes it.
 func confirmAll(items []item, ans []byte, ok bool, later *deferredConfirms) {
-	var tags []uint64
+	// Every run's tags in one buffer, one after another (a confirmer
+	// does not keep them: queue.Confirmer).
+	tags := make([]uint64, 0, len(items))
 	var cur queue.Confirmer
 	curOK := false
 	flush := func() {
@@ -590,7 +592,7 @@ func confirmAll(items []item, ans []byte, ok bool, later *deferredConfirms) {
 				cur.Confirm(tags, curOK)
 			}
 		}
-		tags = nil // a confirmer may keep the slice
+		tags = tags[len(tags):]
 	}
 	for i, it := range items {
 		if it.p.Confirm == nil {

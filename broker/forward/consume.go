@@ -133,12 +133,17 @@ func (s *sub) push() int {
 	return n
 }
 
-// receive takes batch number n of the owner's deliveries, in the order
-// of their numbers, and hands over what it can. s.mu held.
+// receive takes batch number n of the owner's deliveries (ds is the
+// sub's from then on), in the order of their numbers, and hands over what
+// it can. s.mu held.
 func (s *sub) receive(n uint64, ds []queue.Delivery) error {
 	switch {
 	case n == s.next:
-		s.pending = append(s.pending, ds...)
+		if len(s.pending) == 0 {
+			s.pending = ds // the batch is the sub's: taken, not copied
+		} else {
+			s.pending = append(s.pending, ds...)
+		}
 		s.next++
 		for len(s.early) > 0 {
 			more, ok := s.early[s.next]

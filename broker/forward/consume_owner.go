@@ -380,11 +380,11 @@ func (rc *remoteConsumer) Cancelled() {
 	rc.tellCancelled()
 }
 
-// settled gives back credit for settled deliveries and returns those of
-// seqs this consumer held.
-func (rc *remoteConsumer) settled(seqs []uint64) []uint64 {
+// settled gives back credit for settled deliveries and appends those of
+// seqs this consumer held to held.
+func (rc *remoteConsumer) settled(seqs, held []uint64) []uint64 {
 	rc.mu.Lock()
-	var held []uint64
+	n := len(held)
 	for _, s := range seqs {
 		if _, ok := rc.unsettled[s]; ok {
 			delete(rc.unsettled, s)
@@ -392,7 +392,7 @@ func (rc *remoteConsumer) settled(seqs []uint64) []uint64 {
 		}
 	}
 	done := rc.gone && len(rc.unsettled) == 0
-	wake := len(held) > 0 && rc.blocked && !rc.gone
+	wake := len(held) > n && rc.blocked && !rc.gone
 	if wake {
 		rc.blocked = false
 	}
@@ -611,18 +611,18 @@ func (h *handlers) nodeDown(node string) {
 }
 
 // settledBy gives credit back to the consumers of other nodes whose
-// deliveries a settlement from node from names, and returns the seqs they
-// held.
-func (h *handlers) settledBy(from string, q queue.Queue, seqs []uint64) []uint64 {
+// deliveries a settlement from node from names, and appends the seqs they
+// held to held.
+func (h *handlers) settledBy(from string, q queue.Queue, seqs, held []uint64) []uint64 {
+	var few [2]*remoteConsumer
+	rcs := few[:0]
 	h.cons.mu.Lock()
-	var rcs []*remoteConsumer
 	for rc := range h.cons.byQueue[getKey{from, q}] {
 		rcs = append(rcs, rc)
 	}
 	h.cons.mu.Unlock()
-	var held []uint64
 	for _, rc := range rcs {
-		held = append(held, rc.settled(seqs)...)
+		held = rc.settled(seqs, held)
 	}
 	return held
 }

@@ -26,7 +26,8 @@
 // confirmed there, from the goroutine that confirms the last one (no
 // goroutine a call waits; one does while a queue is overloaded, its flow
 // control holding the answer) (after fsync for a persistent message on a durable
-// queue; each queue's messages of a call are copied into one buffer of
+// queue; the messages of a call to one queue alias its request, and with
+// several queues each queue's messages are copied into one buffer of
 // their own, so a message a queue keeps in memory pins that queue's part
 // of the call, not the whole request); the answer's per-message
 // verdicts become the publishers' confirms. A call that fails (the owner down or unreachable, the queue

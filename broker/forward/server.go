@@ -349,7 +349,8 @@ func (h *handlers) settleRun(from string, q queue.Queue, op byte, seqs []uint64)
 	// messages were requeued when its consumer was dropped, the queue was
 	// deleted and declared again, the node restarted) must not settle a
 	// message another consumer holds now under the same seq.
-	held := append(h.settledBy(from, q, seqs), h.cons.settledGets(from, q, seqs)...)
+	held := h.settledBy(from, q, seqs, make([]uint64, 0, len(seqs)))
+	held = append(held, h.cons.settledGets(from, q, seqs)...)
 	if len(held) < len(seqs) {
 		h.log.Debug("forward: ignoring settlements of messages the node does not hold", "from", from, "stale", len(seqs)-len(held))
 	}

@@ -62,8 +62,10 @@ type publishes struct {
 	total  int
 }
 
-// decodePublishes parses a publish request; its messages do not alias b:
-// each group's bytes are a copy of their own.
+// decodePublishes parses a publish request. A request of one group (one
+// queue: the usual call) is its messages' bytes, aliased (the handler
+// owns req); a request of several has each group's bytes copied into a
+// buffer of its own, so a message a queue keeps pins its own queue's part.
 func decodePublishes(b []byte) (publishes, error) {
 	if len(b) < 1 || b[0] != publishVersion {
 		return publishes{}, fmt.Errorf("%w: version", errMalformed)
@@ -90,7 +92,8 @@ func decodePublishes(b []byte) (publishes, error) {
 		// The group's messages are copied into one buffer of their own
 		// (one allocation a group, not a message): a message its queue
 		// keeps in memory pins its group's bytes, not the whole request
-		// (up to MaxBatchBytes) nor other queues' messages.
+		// (up to MaxBatchBytes) nor other queues' messages. A request of
+		// one group is that group's bytes: its messages alias it.
 		span := d.b
 		for k := uint32(0); k < n; k++ {
 			d.bytes(int(d.u32()))
@@ -98,7 +101,10 @@ func decodePublishes(b []byte) (publishes, error) {
 		if d.err != nil {
 			return publishes{}, d.err
 		}
-		md := decoder{b: append([]byte(nil), span[:len(span)-len(d.b)]...)}
+		md := decoder{b: span[:len(span)-len(d.b)]}
+		if len(groups) > 0 || len(d.b) > 0 {
+			md.b = append([]byte(nil), md.b...)
+		}
 		// One allocation for the group's messages, their exchange and key
 		// strings shared while they repeat.
 		g.msgs = make([]*message.Message, n)

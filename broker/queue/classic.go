@@ -127,6 +127,9 @@ type loopState struct {
 	// durable and transient, acked in the index by ackForgotten in one
 	// batch (reused across turns).
 	forgotten, forgottenTransient []uint64
+	// directConfirms is the turn's slice of confirms sent at enqueue
+	// (reused across turns, emptied of its confirmers).
+	directConfirms []Publish
 }
 
 type unackedMsg struct {

@@ -45,7 +45,8 @@ func (q *Classic) publishTurnStats() {
 func (q *Classic) turn(cmds []cmd) bool {
 	var writes []store.Entry
 	var wrote []*qmsg // the messages of writes, in order
-	var durableConfirms, directConfirms []Publish
+	var durableConfirms []Publish
+	directConfirms := q.st.directConfirms[:0]
 	// written makes the turn's publishes so far durable before a command
 	// that takes messages out of the queue (get, purge, a conversion):
 	// nothing leaves the queue before its entry is in the index, so a
@@ -141,6 +142,7 @@ func (q *Classic) turn(cmds []cmd) bool {
 	}
 	q.flushWrites(writes, wrote, durableConfirms)
 	q.sendConfirms(directConfirms, true)
+	q.keepDirectConfirms(directConfirms)
 	q.deliver()
 	q.enforceLimits()
 	q.expireHead()
@@ -150,6 +152,22 @@ func (q *Classic) turn(cmds []cmd) bool {
 	q.armExpiry()
 	return false
 }
+
+// keepDirectConfirms keeps the turn's slice of direct confirms for the
+// next turn (a forwarded publish call brings tens of messages a turn, each
+// with a confirm), without the confirmers: a big one is let go.
+func (q *Classic) keepDirectConfirms(pubs []Publish) {
+	if cap(pubs) > maxKeptConfirms {
+		q.st.directConfirms = nil
+		return
+	}
+	clear(pubs)
+	q.st.directConfirms = pubs[:0]
+}
+
+// maxKeptConfirms bounds the direct confirms' slice a queue keeps between
+// turns.
+const maxKeptConfirms = 4096
 
 // flushWrites appends the turn's entries and requests the group commit
 // whose completion confirms durable publishes. The append is written
@@ -229,32 +247,49 @@ func (q *Classic) unwrite(wrote []*qmsg) {
 
 func (q *Classic) isDurable(m *qmsg) bool { return q.info.Durable && m.msg.Persistent }
 
-// sendConfirms groups confirms by publisher.
+// sendConfirms groups confirms by publisher: one Confirm call each, with
+// the publisher's tags in the order published, all groups' tags in one
+// buffer (Confirm does not keep them).
 func (q *Classic) sendConfirms(pubs []Publish, ok bool) {
-	if len(pubs) == 0 {
+	switch len(pubs) {
+	case 0:
 		return
-	}
-	if len(pubs) == 1 {
+	case 1:
 		pubs[0].Confirm.Confirm([]uint64{pubs[0].Tag}, ok)
 		return
 	}
 	type group struct {
-		c    Confirmer
-		tags []uint64
+		c     Confirmer
+		at, n int
 	}
-	var groups []group
-	for _, p := range pubs {
+	var few [4]group
+	groups := few[:0]
+	find := func(c Confirmer) int {
 		i := 0
-		for i < len(groups) && groups[i].c != p.Confirm {
+		for i < len(groups) && groups[i].c != c {
 			i++
 		}
+		return i
+	}
+	for _, p := range pubs {
+		i := find(p.Confirm)
 		if i == len(groups) {
 			groups = append(groups, group{c: p.Confirm})
 		}
-		groups[i].tags = append(groups[i].tags, p.Tag)
+		groups[i].n++
+	}
+	at := 0
+	for i := range groups {
+		groups[i].at, groups[i].n, at = at, 0, at+groups[i].n
+	}
+	tags := make([]uint64, len(pubs))
+	for _, p := range pubs {
+		g := &groups[find(p.Confirm)]
+		tags[g.at+g.n] = p.Tag
+		g.n++
 	}
 	for _, g := range groups {
-		g.c.Confirm(g.tags, ok)
+		g.c.Confirm(tags[g.at:g.at+g.n:g.at+g.n], ok)
 	}
 }
 

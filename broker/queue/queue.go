@@ -35,7 +35,8 @@ type Publish struct {
 }
 
 // Confirmer receives publisher confirms. Confirm is called from queue
-// goroutines, possibly concurrently; it must not block.
+// goroutines, possibly concurrently; it must not block, nor keep tags
+// past the call (a queue passes one buffer's parts to its confirmers).
 type Confirmer interface {
 	Confirm(tags []uint64, ok bool)
 }

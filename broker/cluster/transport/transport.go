@@ -101,7 +101,10 @@ type GroupTransport interface {
 	raft.WithPreVote
 }
 
-// Handler answers a Call. from is the calling node's name.
+// Handler answers a Call. from is the calling node's name. req is the
+// handler's to keep (what it decodes may alias it): the Network does not
+// use it again, and a caller does not change a request it Sent or Called
+// (this node's own handler runs on the caller's bytes).
 type Handler func(ctx context.Context, from string, req []byte) ([]byte, error)
 
 // Starter starts a Call (HandleOrdered) without blocking and has answer

@@ -82,7 +82,11 @@ func (q *Queue) sendSettlementsLocked() {
 	st := &q.st
 	for st.calls < maxSettleCalls && len(st.queued) > 0 {
 		ops := st.take()
-		req := appendSettleRef(nil, q.info.Vhost, q.info.Name)
+		size := 1 + 2 + len(q.info.Vhost) + 2 + len(q.info.Name)
+		for _, o := range ops {
+			size += 1 + 4 + 8*len(o.seqs)
+		}
+		req := appendSettleRef(make([]byte, 0, size), q.info.Vhost, q.info.Name)
 		n := 0
 		for _, o := range ops {
 			req = appendSeqs(req, o.op, o.seqs)

@@ -538,7 +538,7 @@ func (s *sender) answered(items []item, size int, req, ans []byte, err error) {
 	confirmAll(items, ans, err == nil, later)
 	clear(items) // the messages and confirmers are the publishers' now
 	s.mu.Lock()
-	if len(s.spareItems) <= s.c.cfg.MaxInFlight { // one a call, and pending's
+	if len(s.spareItems) <= s.c.cfg.MaxInFlight && cap(items) <= maxSpareItems { // one a call, and pending's
 		s.spareItems = append(s.spareItems, items[:0])
 	}
 	if err == nil && req != nil && len(s.spare) < s.c.cfg.MaxInFlight && cap(req) <= 2*s.c.cfg.MaxBatchBytes && remote {
@@ -553,6 +553,10 @@ func (s *sender) answered(items []item, size int, req, ans []byte, err error) {
 	s.maybePumpLocked()
 	s.mu.Unlock()
 }
+
+// maxSpareItems bounds the item slices a sender keeps for its next calls
+// (a burst's pending may have grown far bigger than a call).
+const maxSpareItems = 4096
 
 // close nacks what is queued and stops sending; the calls under way end
 // with the Client's context.
@@ -579,17 +583,18 @@ func (s *sender) close() {
 // whose flush writes it.
 func confirmAll(items []item, ans []byte, ok bool, later *deferredConfirms) {
 	// Every run's tags in one buffer, one after another (a confirmer
-	// does not keep them: queue.Confirmer).
-	tags := make([]uint64, 0, len(items))
+	// does not keep them: queue.Confirmer), made at the first confirm.
+	var tags []uint64
 	var cur queue.Confirmer
 	curOK := false
 	flush := func() {
 		if cur != nil && len(tags) > 0 {
+			run := tags[:len(tags):len(tags)]
 			if dc, can := cur.(queue.DeferredConfirmer); can && later != nil {
-				dc.ConfirmDeferred(tags, curOK)
+				dc.ConfirmDeferred(run, curOK)
 				later.add(dc)
 			} else {
-				cur.Confirm(tags, curOK)
+				cur.Confirm(run, curOK)
 			}
 		}
 		tags = tags[len(tags):]
@@ -602,6 +607,9 @@ func confirmAll(items []item, ans []byte, ok bool, later *deferredConfirms) {
 		if it.p.Confirm != cur || v != curOK {
 			flush()
 			cur, curOK = it.p.Confirm, v
+		}
+		if tags == nil {
+			tags = make([]uint64, 0, len(items)-i)
 		}
 		tags = append(tags, it.p.Tag)
 	}

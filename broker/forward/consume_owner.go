@@ -279,7 +279,9 @@ func (rc *remoteConsumer) answered(batch []queue.Delivery, req, ans []byte, err 
 		clear(batch)
 		rc.spareBufs = append(rc.spareBufs, batch[:0])
 	}
-	if len(rc.spareReqs) < maxDeliverCalls && cap(req) <= maxSpareRequest {
+	// Not a call to this node itself: its handler keeps the request's
+	// bytes (transport.Handler).
+	if len(rc.spareReqs) < maxDeliverCalls && cap(req) <= maxSpareRequest && rc.key.from != rc.h.nw.Node() {
 		rc.spareReqs = append(rc.spareReqs, req)
 	}
 	rc.calls--

@@ -47,7 +47,8 @@ type Confirmer interface {
 // ConfirmDeferred for each, and Flush is called once after them, before
 // that goroutine waits for more, so the client gets them together. Until
 // a Flush they may sit unsent. Flush may run on any goroutine,
-// concurrently with ConfirmDeferred; neither blocks.
+// concurrently with ConfirmDeferred; neither blocks, and ConfirmDeferred
+// keeps no tags past the call (as Confirm).
 type DeferredConfirmer interface {
 	Confirmer
 	ConfirmDeferred(tags []uint64, ok bool)

@@ -103,8 +103,10 @@ type GroupTransport interface {
 
 // Handler answers a Call. from is the calling node's name. req is the
 // handler's to keep (what it decodes may alias it): the Network does not
-// use it again, and a caller does not change a request it Sent or Called
-// (this node's own handler runs on the caller's bytes).
+// use it again. A call to this node itself runs its handler on the
+// caller's bytes, so a caller never changes a request it Sent or Called
+// to its own node; one to another node it may reuse once answered (the
+// peer decoded its own copy). The same holds for a Starter's req.
 type Handler func(ctx context.Context, from string, req []byte) ([]byte, error)
 
 // Starter starts a Call (HandleOrdered) without blocking and has answer
